@@ -1,0 +1,1 @@
+"""shinken.download: fetch the export from the hub and unpack it safely."""
