@@ -1,0 +1,37 @@
+"""Shared fixtures. Docker tests use the real engine: if it does not answer, they
+fail (CI starts dockerd first); they are never skipped silently."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "demo"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture()
+def demo_root(tmp_path: Path) -> Path:
+    """A private copy of the demo bundles that a test may modify."""
+    dest = tmp_path / "demo"
+    shutil.copytree(DEMO, dest)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.ping()
+    except Exception as exc:  # pragma: no cover - CI guarantees a daemon
+        pytest.fail(f"Docker engine not reachable ({exc}); run scripts/ensure-docker.sh", pytrace=False)
+    return client
