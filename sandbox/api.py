@@ -1,0 +1,182 @@
+"""The sandbox contract: result types, typed errors and the reward-output parser.
+
+No Docker import here, so probe / gc / workspace code can depend on these types
+without pulling in an engine."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from shinken.bundles.model import SetupStep
+
+OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
+
+# Reward error codes (RewardResult.error).
+REWARD_ERRORS = ("no_reward_line", "crash", "timeout", "out_of_range", "resource_limit")
+# Accepted-but-flagged output shapes (RewardResult.deviation).
+REWARD_DEVIATIONS = ("bare_number", "total_score", "lowercase")
+
+STATE_FIDELITIES = ("filesystem", "process_memory")
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None  # None when killed by timeout
+    output: str  # combined stdout+stderr, utf-8 (replace), capped with the tail kept
+    timed_out: bool
+    duration_s: float
+    truncated: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class SandboxError(Exception):
+    """Base of every sandbox failure."""
+
+
+class InfraError(SandboxError):
+    """The engine failed (API error, daemon gone, container vanished). Retryable; never
+    evidence against a task."""
+
+
+class SetupError(SandboxError):
+    """A bundle setup step failed. Evidence against the task (or the image)."""
+
+    def __init__(self, step_index: int, step_type: str, detail: str, output_tail: str = "",
+                 where: str = "config") -> None:
+        self.step_index = step_index
+        self.step_type = step_type
+        self.detail = detail
+        self.output_tail = output_tail
+        self.where = where  # "config" | "post_fork" | "evaluator.postconfig"
+        super().__init__(f"{where}[{step_index}] ({step_type}): {detail}")
+
+
+class FidelityError(SandboxError):
+    """The bundle needs process_memory state, this tier keeps only the filesystem, and the
+    caller did not accept that."""
+
+
+class SessionError(SandboxError):
+    """Misuse: a closed fork, a stale generation, an exhausted pool."""
+
+
+@dataclass
+class RewardResult:
+    reward: float | None
+    error: str | None  # None | one of REWARD_ERRORS
+    deviation: str | None  # None | one of REWARD_DEVIATIONS
+    exit_code: int | None
+    output_tail: str  # last ~4 KB of reward output
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.reward is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "error": self.error,
+            "deviation": self.deviation,
+            "exit_code": self.exit_code,
+            "output_tail": self.output_tail,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass
+class Golden:
+    image_id: str
+    tag: str  # shinken-golden/<task>:<hash12>
+    task_id: str
+    bundle_hash: str
+    base_image_id: str
+    needs_desktop: bool  # the task uses a display -> forks start the desktop
+    post_fork: list[SetupStep] = field(default_factory=list)  # replayed on every fork
+    lost_processes: list[str] = field(default_factory=list)  # alive at commit, not recreated
+    network: bool = False  # mock web -> forks get a network
+    build_seconds: float = 0.0
+    reused: bool = False
+    state_fidelity: str = "filesystem"  # what this tier preserves
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "image_id": self.image_id,
+            "tag": self.tag,
+            "task_id": self.task_id,
+            "bundle_hash": self.bundle_hash,
+            "base_image_id": self.base_image_id,
+            "needs_desktop": self.needs_desktop,
+            "post_fork": [s.to_json() for s in self.post_fork],
+            "lost_processes": list(self.lost_processes),
+            "network": self.network,
+            "build_seconds": round(self.build_seconds, 3),
+            "reused": self.reused,
+            "state_fidelity": self.state_fidelity,
+        }
+
+
+# --- reward output parsing (pure) -----------------------------------------------------
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
+_REWARD_RE = re.compile(rf"(?im)^\s*reward\s*[:=]\s*({_NUM})\s*$")
+_REWARD_ANY_RE = re.compile(rf"(?i)\breward\s*[:=]\s*({_NUM})")
+_TOTAL_RE = re.compile(rf"(?i)\btotal\s+score\s*[:=]\s*({_NUM})")
+_BARE_RE = re.compile(rf"(?i)^\s*({_NUM})\s*$")
+
+
+def _classify(value: float) -> tuple[float | None, str | None]:
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        return None, "out_of_range"
+    return value, None
+
+
+def parse_reward_output(text: str, exit_code: int | None) -> tuple[float | None, str | None, str | None]:
+    """(reward, error, deviation) from a reward script's output.
+
+    The LAST `REWARD: <float>` line wins (as every consumer of the release does). A
+    lower-case `reward:`, a `Total score: X` or a bare number on the last non-empty line
+    are accepted but flagged. No value is `no_reward_line` (or `crash` when the script
+    exited non-zero); a value outside [0, 1] is `out_of_range`. A non-zero exit after a
+    valid REWARD line keeps the reward (some scripts `sys.exit(1)` on a zero score)."""
+    text = text or ""
+    value: float | None = None
+    deviation: str | None = None
+
+    matches = list(_REWARD_RE.finditer(text))
+    if not matches:
+        # `REWARD: 0.5` printed after other text on the same line still counts.
+        matches = list(_REWARD_ANY_RE.finditer(text))
+    if matches:
+        m = matches[-1]
+        value = float(m.group(1))
+        if not m.group(0).lstrip().startswith("REWARD"):
+            deviation = "lowercase"
+    else:
+        totals = list(_TOTAL_RE.finditer(text))
+        if totals:
+            value = float(totals[-1].group(1))
+            deviation = "total_score"
+        else:
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            if lines:
+                bm = _BARE_RE.match(lines[-1])
+                if bm:
+                    value = float(bm.group(1))
+                    deviation = "bare_number"
+
+    if value is None:
+        return None, ("crash" if exit_code not in (0, None) else "no_reward_line"), None
+    reward, err = _classify(value)
+    return reward, err, deviation
+
+
+def tail(text: str, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """The last `limit` characters of `text` (the end of an output is what explains it)."""
+    return text if len(text) <= limit else text[-limit:]
