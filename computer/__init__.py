@@ -1,0 +1,1 @@
+"""Computer-use engine: accessibility-tree tools over sandbox forks, with bounded ownership."""
