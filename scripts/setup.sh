@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Prepare this machine for shinken: a virtualenv with shinken installed, a running
+# Docker engine, and the task images (built once, then reused by content hash).
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+if ! "$PY" -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "shinken: installing python3-venv ..." >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+fi
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# Reinstall only when the package metadata changed (fast path for repeated runs).
+stamp=.venv/.shinken-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import shinken.cli.main' 2>/dev/null; then
+  .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
+  .venv/bin/pip install -q -e '.[dev,ray]' 2>&1 | grep -vE '^(WARNING|DEPRECATION)' || true
+  .venv/bin/python -c 'import shinken.cli.main' || { echo "shinken: install failed" >&2; exit 1; }
+  echo "$want" > "$stamp"
+fi
+
+bash scripts/ensure-docker.sh
+.venv/bin/shinken image build ${SHINKEN_IMAGES:-all}
