@@ -4,8 +4,13 @@ InfraError from the sandbox propagates so the engine can mask the sample."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from typing import Any
+
+from shinken.computer import a11y
+from shinken.sandbox.api import InfraError
 
 OBSERVE, CLICK, TYPE_TEXT, KEY, EXEC, DONE = (
     "computer_observe", "computer_click", "computer_type_text", "computer_key", "computer_exec",
@@ -77,24 +82,214 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 TOOLS_BY_NAME = {t["name"]: t for t in TOOL_SCHEMAS}
 
 
+# Guest commands run with the desktop's session env (DISPLAY, D-Bus). The desktop is started on
+# demand so a task without a GUI can still be observed; shinken-desktop-up is idempotent.
+SESSION_ENV = "/tmp/shinken-session.env"
+_GUEST_PREFIX = (
+    f'[ -f {SESSION_ENV} ] || shinken-desktop-up >/dev/null 2>&1; '
+    f'set -a; . {SESSION_ENV} 2>/dev/null; set +a; export DISPLAY="${{DISPLAY:-:0}}"; exec "$@"'
+)
+EXEC_TIMEOUT_S = 60.0
+GUI_TIMEOUT_S = 30.0
+DUMP_TIMEOUT_S = 40.0
+EXEC_OUTPUT_CHARS = 8_000  # what the model sees of a command's output (the tail)
+DUMP_MAX_BYTES = 32_000_000
+SETTLE_S = 0.2  # let the app process an input event before the next observation
+MAX_TEXT = 10_000
+MAX_KEY_CHORDS = 16
+_KEY_RE = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
+_ELEMENT_RE = re.compile(r"^e[1-9][0-9]{0,6}$")
+SCREEN_MAX = 16_384
+
+
 @dataclass
 class ToolContext:
     """Per-rollout state: the fork, the a11y id map and the last observation (for diffs)."""
 
     fork: Any  # shinken.sandbox.docker_provider.DockerFork
-    ids: Any = None  # shinken.computer.a11y.IdMap
-    last_lines: dict[str, str] | None = None
+    ids: a11y.IdMap = field(default_factory=a11y.IdMap)
+    last_lines: dict[str, str] | None = None  # id -> rendered line of the last observation
     done: bool = False
     steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 def new_context(fork: Any) -> ToolContext:
-    from shinken.computer.a11y import IdMap
+    return ToolContext(fork=fork)
 
-    return ToolContext(fork=fork, ids=IdMap())
+
+class ToolArgError(ValueError):
+    """Bad arguments: reported to the model as text."""
+
+
+def _args(name: str, arguments: Any) -> dict[str, Any]:
+    """Check arguments against the tool's schema shape: no extras, required non-null present,
+    types right. Missing nullable fields count as null (lenient to non-strict callers)."""
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolArgError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    props = TOOLS_BY_NAME[name]["parameters"]["properties"]
+    extra = sorted(set(arguments) - set(props))
+    if extra:
+        raise ToolArgError(f"unexpected argument(s) {', '.join(extra)}; {name} takes {', '.join(props) or 'none'}")
+    out: dict[str, Any] = {}
+    for key, spec in props.items():
+        types = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+        value = arguments.get(key)
+        if value is None:
+            if "null" not in types:
+                raise ToolArgError(f"missing argument {key!r}")
+            out[key] = None
+            continue
+        if "integer" in types and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        ok = ("string" in types and isinstance(value, str)) or (
+            "integer" in types and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise ToolArgError(f"argument {key!r} must be {' or '.join(t for t in types if t != 'null')}")
+        if "enum" in spec and value not in spec["enum"]:
+            raise ToolArgError(f"argument {key!r} must be one of {', '.join(spec['enum'])}")
+        out[key] = value
+    return out
+
+
+def _guest(ctx: ToolContext, argv: list[str], timeout: float = GUI_TIMEOUT_S, max_output: int = 64_000):
+    """Run argv in the fork with the desktop session env; no shell parsing of the arguments."""
+    return ctx.fork.exec(["bash", "-c", _GUEST_PREFIX, "shinken-guest", *argv], timeout=timeout,
+                         max_output=max_output)
+
+
+def _check_gui(res, what: str) -> str | None:
+    if res.exit_code == 127:
+        raise InfraError(f"{what}: the sandbox image lacks a guest tool: {res.output[-300:]}")
+    if res.timed_out:
+        return f"error: {what} timed out"
+    if res.exit_code != 0:
+        return f"error: {what} failed (exit {res.exit_code}): {res.output.strip()[-500:]}"
+    return None
+
+
+def observe(ctx: ToolContext) -> a11y.Observation:
+    """Dump the tree in the guest, assign ids. Raises ToolArgError for an unusable dump."""
+    res = _guest(ctx, ["shinken-a11y-dump"], timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
+    err = _check_gui(res, "reading the accessibility tree")
+    if err:
+        raise ToolArgError(err.removeprefix("error: "))
+    if res.truncated:
+        raise ToolArgError("the accessibility tree is too large to read")
+    # Diagnostics may precede the JSON on stderr (combined output): take from the first '{'.
+    text = res.output
+    start = text.find("{")
+    try:
+        nodes = a11y.parse_dump(text[start:] if start >= 0 else text)
+    except a11y.DumpError as exc:
+        raise ToolArgError(str(exc)) from None
+    return ctx.ids.observe(nodes)
+
+
+def _observe_tool(ctx: ToolContext, mode: str) -> str:
+    before = ctx.last_lines
+    obs = observe(ctx)
+    ctx.last_lines = obs.lines
+    if mode == "tree" or before is None:
+        note = "" if mode == "tree" else "(no earlier observation; full tree)\n"
+        return note + obs.text()
+    changes = a11y.diff(before, obs.lines)
+    if not changes:
+        return "(no changes)"
+    if len(changes) > a11y.MAX_RENDER_CHARS:
+        changes = changes[: a11y.MAX_RENDER_CHARS] + "\n... diff cut; observe the tree"
+    return changes
+
+
+def _click(ctx: ToolContext, element: str | None, x: int | None, y: int | None) -> str:
+    if element is not None:
+        if x is not None or y is not None:
+            raise ToolArgError("give either element or x and y, not both")
+        if not _ELEMENT_RE.match(element):
+            raise ToolArgError(f"element must look like \"e7\", got {element!r}")
+        node = ctx.ids.previous.get(element)
+        if node is None:
+            raise ToolArgError(f"no element {element} in the last observation; call computer_observe")
+        point = node.center()
+        if point is None:
+            raise ToolArgError(f"element {element} ({node.role}) has no position on screen; "
+                               "use the keyboard or another element")
+        x, y = point
+        label = f"{element} ({a11y.render_line(element, node)})"
+    else:
+        if x is None or y is None:
+            raise ToolArgError("give element, or both x and y")
+        if not (0 <= x < SCREEN_MAX and 0 <= y < SCREEN_MAX):
+            raise ToolArgError("x and y must be screen pixels (0..16383)")
+        label = f"({x}, {y})"
+    res = _guest(ctx, ["xdotool", "mousemove", "--sync", str(x), str(y), "click", "1",
+                       "sleep", str(SETTLE_S)])
+    return _check_gui(res, "click") or f"clicked {label} at ({x}, {y})"
+
+
+def _type(ctx: ToolContext, text: str) -> str:
+    if not text:
+        raise ToolArgError("text is empty")
+    if len(text) > MAX_TEXT:
+        raise ToolArgError(f"text is longer than {MAX_TEXT} characters; type it in parts")
+    res = _guest(ctx, ["xdotool", "type", "--delay", "8", "--", text],
+                 timeout=GUI_TIMEOUT_S + len(text) * 0.02)
+    err = _check_gui(res, "typing")
+    if err:
+        return err
+    _guest(ctx, ["sleep", str(SETTLE_S)])
+    return f"typed {len(text)} characters"
+
+
+def _key(ctx: ToolContext, keys: str) -> str:
+    chords = keys.split()
+    if not chords:
+        raise ToolArgError("keys is empty; e.g. \"Return\" or \"ctrl+s\"")
+    if len(chords) > MAX_KEY_CHORDS:
+        raise ToolArgError(f"at most {MAX_KEY_CHORDS} key combinations per call")
+    bad = [c for c in chords if not _KEY_RE.match(c)]
+    if bad:
+        raise ToolArgError(f"not a key name: {bad[0]!r}; use xdotool names like Return, Tab, ctrl+s")
+    res = _guest(ctx, ["xdotool", "key", "--clearmodifiers", "--", *chords])
+    err = _check_gui(res, "key press")
+    if err:
+        return err
+    _guest(ctx, ["sleep", str(SETTLE_S)])
+    return f"pressed {' '.join(chords)}"
+
+
+def _exec(ctx: ToolContext, command: str) -> str:
+    if not command.strip():
+        raise ToolArgError("command is empty")
+    res = ctx.fork.exec(["bash", "-c", _GUEST_PREFIX, "shinken-guest", "bash", "-lc", command],
+                        timeout=EXEC_TIMEOUT_S, max_output=EXEC_OUTPUT_CHARS)
+    head = (f"timed out after {EXEC_TIMEOUT_S:.0f}s" if res.timed_out else f"exit code {res.exit_code}")
+    if res.truncated:
+        head += " (output cut; the tail is shown)"
+    return head + ("\n" + res.output if res.output else "")
 
 
 def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> str:
-    """Text the model sees. Filled in below once the a11y layer exists."""
-    raise NotImplementedError
+    """Text the model sees. Bad arguments or an unknown tool give an error text; InfraError
+    (and SessionError from a closed fork) propagate."""
+    if name not in TOOLS_BY_NAME:
+        return f"error: unknown tool {name!r}; tools are {', '.join(TOOL_NAMES)}"
+    try:
+        args = _args(name, arguments)
+        ctx.steps += 1
+        if name == OBSERVE:
+            return _observe_tool(ctx, args["mode"])
+        if name == CLICK:
+            return _click(ctx, args["element"], args["x"], args["y"])
+        if name == TYPE_TEXT:
+            return _type(ctx, args["text"])
+        if name == KEY:
+            return _key(ctx, args["keys"])
+        if name == EXEC:
+            return _exec(ctx, args["command"])
+        ctx.done = True
+        return "done; the result will be checked"
+    except ToolArgError as exc:
+        return f"error: {exc}"

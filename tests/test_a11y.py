@@ -1,0 +1,157 @@
+"""Pure tests of the a11y layer and tool argument handling on canned dumps (no Docker)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from shinken.computer import a11y
+from shinken.computer.tools import TOOL_SCHEMAS, ToolContext, _args, ToolArgError, run_tool
+
+
+def _node(path, role, name="", value="", states=("showing", "visible", "enabled"), bbox=(0, 0, 10, 10),
+          app="zenity"):
+    parent = path.rsplit("/", 1)[0] if "/" in path else None
+    return {"path": path, "parent": parent, "role": role, "name": name, "value": value,
+            "states": list(states), "bbox": list(bbox), "app": app, "actions": []}
+
+
+def zenity_dump(value: str = "", focused: bool = False) -> dict:
+    entry_states = ["showing", "visible", "enabled", "editable", "focusable"] + (["focused"] if focused else [])
+    return {"ok": True, "nodes": [
+        _node("0", "application", "zenity", states=()),
+        _node("0/0", "dialog", "Shinken", states=("showing", "visible", "active")),
+        _node("0/0/0", "filler"),
+        _node("0/0/0/0", "label", "Your name:"),
+        _node("0/0/0/1", "text", "", value, states=entry_states, bbox=(800, 500, 300, 30)),
+        _node("0/0/0/2", "filler"),
+        _node("0/0/0/2/0", "push button", "Cancel"),
+        _node("0/0/0/2/1", "push button", "OK"),
+        _node("0/0/0/3", "menu item", "Hidden", states=("enabled",)),  # not showing
+    ]}
+
+
+def _ids_by(obs: a11y.Observation, role: str, name: str = "") -> str:
+    return next(eid for eid, n in obs.nodes.items() if n.role == role and n.name == name)
+
+
+def test_render_numbers_one_line_per_node_and_hides_noise():
+    ids = a11y.IdMap()
+    obs = ids.observe(a11y.parse_dump(zenity_dump()))
+    text = obs.text()
+    lines = text.splitlines()
+    assert lines[0] == '[e1] application "zenity"'
+    assert ' [e2] dialog "Shinken" (active)' in lines
+    entry = _ids_by(obs, "text")
+    assert f'[{entry}] text (editable)' in text
+    assert "filler" not in text  # unnamed structural containers are not shown
+    assert "Hidden" not in text  # not showing
+    assert all(line.strip().startswith("[e") for line in lines)
+    # children are indented under their parent
+    assert lines[-1].startswith("  [e") and '"OK"' in lines[-1]
+
+
+def test_ids_stable_and_diff_shows_value_change():
+    ids = a11y.IdMap()
+    first = ids.observe(a11y.parse_dump(zenity_dump()))
+    second = ids.observe(a11y.parse_dump(zenity_dump("Ada Lovelace", focused=True)))
+    assert first.nodes.keys() == second.nodes.keys()
+    entry = _ids_by(first, "text")
+    assert _ids_by(second, "text") == entry
+    d = a11y.diff(first.lines, second.lines)
+    assert d == f'~ [{entry}] text value="Ada Lovelace" (focused, editable)'
+    assert len(d.encode()) < 200
+
+
+def test_ids_survive_app_reorder_and_sibling_insertion():
+    ids = a11y.IdMap()
+    base = zenity_dump()
+    first = ids.observe(a11y.parse_dump(base))
+    ok_id = _ids_by(first, "push button", "OK")
+    entry = _ids_by(first, "text")
+    moved = copy.deepcopy(base)
+    # another app registers first: every zenity path gets a new first component
+    for n in moved["nodes"]:
+        n["path"] = "1" + n["path"][1:]
+        if n["parent"]:
+            n["parent"] = "1" + n["parent"][1:]
+    moved["nodes"][:0] = [_node("0", "application", "xterm", app="xterm", states=())]
+    # a new button is inserted before OK: OK's index shifts
+    idx = next(i for i, n in enumerate(moved["nodes"]) if n["name"] == "OK")
+    moved["nodes"][idx]["path"] = "1/0/0/2/2"
+    moved["nodes"].insert(idx, _node("1/0/0/2/1", "push button", "Help"))
+    second = ids.observe(a11y.parse_dump(moved))
+    assert _ids_by(second, "push button", "OK") == ok_id
+    assert _ids_by(second, "text") == entry
+    d = a11y.diff(first.lines, second.lines).splitlines()
+    assert sorted(line[:2] for line in d) == ["+ ", "+ "]  # xterm app and the Help button
+    assert any('"Help"' in line for line in d)
+
+
+def test_diff_reports_removed_and_renamed():
+    ids = a11y.IdMap()
+    first = ids.observe(a11y.parse_dump(zenity_dump()))
+    gone = zenity_dump()
+    gone["nodes"] = [n for n in gone["nodes"] if n["name"] != "Cancel"]
+    gone["nodes"][1]["name"] = "Shinken (busy)"  # dialog retitled in place keeps its id
+    second = ids.observe(a11y.parse_dump(gone))
+    d = a11y.diff(first.lines, second.lines).splitlines()
+    assert '- [' in d[-1] and '"Cancel"' in d[-1]
+    assert d[0] == '~ [e2] dialog "Shinken (busy)" (active)'
+    assert a11y.diff(second.lines, second.lines) == ""
+
+
+def test_reappearing_element_gets_its_old_id():
+    ids = a11y.IdMap()
+    first = ids.observe(a11y.parse_dump(zenity_dump()))
+    ids.observe(a11y.parse_dump({"ok": True, "nodes": []}))
+    third = ids.observe(a11y.parse_dump(zenity_dump()))
+    assert first.nodes.keys() == third.nodes.keys()
+
+
+def test_long_values_are_cut_and_render_is_capped():
+    dump = zenity_dump("x" * 5000)
+    obs = a11y.IdMap().observe(a11y.parse_dump(dump))
+    assert len(obs.text()) < 1000
+    big = {"ok": True, "nodes": [_node("0", "application", "big", app="big", states=())] + [
+        _node(f"0/{i}", "push button", f"button number {i}", app="big") for i in range(5000)]}
+    text = a11y.IdMap().observe(a11y.parse_dump(big)).text(limit=10_000)
+    assert len(text) <= 10_100 and "more elements cut" in text
+
+
+@pytest.mark.parametrize("bad", ["not json", json.dumps({"nodes": "x"}), json.dumps({"ok": False, "nodes": [],
+                                                                                      "error": "no bus"}),
+                                 json.dumps({"ok": True, "nodes": [{"role": "x"}]})])
+def test_malformed_dumps_raise_dump_error(bad):
+    with pytest.raises(a11y.DumpError):
+        a11y.parse_dump(bad)
+
+
+def test_schemas_are_strict_mode_valid():
+    names = [t["name"] for t in TOOL_SCHEMAS]
+    assert names == ["computer_observe", "computer_click", "computer_type_text", "computer_key",
+                     "computer_exec", "computer_done"]
+    for t in TOOL_SCHEMAS:
+        p = t["parameters"]
+        assert t["type"] == "function" and t["strict"] is True and t["description"]
+        assert p["type"] == "object" and p["additionalProperties"] is False
+        assert sorted(p["required"]) == sorted(p["properties"])
+    click = TOOL_SCHEMAS[1]["parameters"]["properties"]
+    assert click["element"]["type"] == ["string", "null"] and click["x"]["type"] == ["integer", "null"]
+
+
+def test_argument_validation_is_text_not_exception():
+    ctx = ToolContext(fork=None)  # validation fails before anything touches the fork
+    assert run_tool(ctx, "computer_rm", {}).startswith("error: unknown tool")
+    assert "unexpected argument" in run_tool(ctx, "computer_done", {"why": 1})
+    assert "missing argument 'text'" in run_tool(ctx, "computer_type_text", {})
+    assert "must be one of" in run_tool(ctx, "computer_observe", {"mode": "pixels"})
+    assert "not both" in run_tool(ctx, "computer_click", {"element": "e1", "x": 1, "y": 2})
+    assert "last observation" in run_tool(ctx, "computer_click", {"element": "e1", "x": None, "y": None})
+    assert "not a key name" in run_tool(ctx, "computer_key", {"keys": "ctrl+s;reboot"})
+    assert "must be integer" in run_tool(ctx, "computer_click", {"element": None, "x": "1", "y": 2})
+    assert run_tool(ctx, "computer_done", {}).startswith("done") and ctx.done
+    with pytest.raises(ToolArgError):
+        _args("computer_exec", ["ls"])
