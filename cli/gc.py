@@ -1,13 +1,152 @@
-"""`shinken gc` (placeholder until its issue lands)."""
+"""`shinken gc`: find and reclaim what crashed or killed shinken processes left behind."""
 
 from __future__ import annotations
 
-import typer
+from typing import Annotated, Any, Optional
 
-from shinken.cli.common import not_built
+import click
+import typer
+from rich.table import Table
+
+from shinken.cli import common
+from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
+
+SCHEMA_ID = "shinken.gc/1"
+
+HELP = (
+    "Reclaim containers, golden images and temp folders whose owner process is gone.\n\n"
+    "Dry run by default: prints what would be reclaimed and why; --force reclaims. "
+    "Only resources carrying shinken labels are ever touched; anything a live process owns is kept "
+    "(unless --all or --older-than says otherwise). See docs/gc.md."
+)
+
+
+def _parse_labels(pairs: list[str]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ShinkenError(f"--label {pair!r}: expected KEY=VALUE, e.g. --label shinken.run=abc123")
+        labels[key] = value
+    return labels
+
+
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _short(item_id: str, resource: str) -> str:
+    if resource == "tempdir":
+        return item_id
+    return item_id.removeprefix("sha256:")[:12]
+
+
+def _table(title: str, items: list[Any]) -> Table:
+    table = Table(title=title, title_justify="left", show_lines=False)
+    for col in ("kind", "id", "task", "owner", "why reclaimable", "size"):
+        table.add_column(col, overflow="fold", justify="right" if col == "size" else "left")
+    for it in items:
+        kind = it.kind if it.resource != "image" else f"{it.kind} image"
+        table.add_row(kind, _short(it.id, it.resource), it.task or "-", it.owner or "-", it.reason,
+                      _human_bytes(it.bytes))
+    return table
+
+
+def _docker_client() -> Any:
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise EnvironmentProblem(
+            f"Docker engine not reachable ({exc}); start dockerd (scripts/ensure-docker.sh) or set DOCKER_HOST"
+        ) from exc
+    return client
+
+
+def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, include_goldens: bool,
+           labels: list[str]) -> int:
+    from shinken.sandbox import gc
+    from shinken.schemas import validation_error
+
+    label_filter = _parse_labels(labels)
+    older_s: float | None = None
+    if older_than is not None:
+        try:
+            older_s = gc.parse_duration(older_than)
+        except ValueError as exc:
+            raise ShinkenError(f"--older-than: {exc}") from exc
+    client = _docker_client()
+
+    items = gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
+                                label_filter=label_filter or None)
+    do_it = force
+    if all_ and not force and items:
+        common.err.print(_table("--all: would reclaim, ignoring whether owners are alive", items))
+        try:
+            do_it = click.confirm(f"Reclaim these {len(items)} resources, even ones live processes may own?",
+                                  default=False, err=True)
+        except click.Abort:
+            do_it = False
+        if not do_it:
+            common.err.print("nothing reclaimed")
+
+    reclaimed, failed = gc.reclaim(client, items) if do_it else ([], [])
+    doc = {
+        "schema": SCHEMA_ID,
+        "dry_run": not do_it,
+        "reclaimable": [i.to_json() for i in items],
+        "reclaimed": [i.to_json() for i in reclaimed],
+        "failed": [f.to_json() for f in failed],
+    }
+    problem = validation_error("gc", doc)
+    assert problem is None, f"gc report does not match schemas/gc.schema.json: {problem}"
+
+    if as_json:
+        common.print_json(doc)
+    elif not do_it:
+        if items:
+            common.out.print(_table("would reclaim (dry run; --force to reclaim)", items))
+        total = sum(i.bytes or 0 for i in items)
+        common.err.print(f"{len(items)} reclaimable, {_human_bytes(total)}"
+                         + ("; run again with --force to reclaim" if items else ""))
+    else:
+        if reclaimed:
+            common.out.print(_table("reclaimed", reclaimed))
+        total = sum(i.bytes or 0 for i in reclaimed)
+        common.err.print(f"reclaimed {len(reclaimed)} of {len(items)}, {_human_bytes(total)} freed")
+
+    for f in failed:
+        common.err.print(f"[bold red]gc: could not reclaim[/] {f.resource or ''} {f.kind or ''} {f.id}: {f.error}",
+                         soft_wrap=True)
+    return EXIT_FAILED if failed else 0
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("gc", help="(not built yet)")
-    def _cmd() -> None:
-        not_built("gc", "see the issue tracker")
+    @app.command("gc", help=HELP)
+    def gc_cmd(
+        force: Annotated[bool, typer.Option("--force", help="Reclaim (default is a dry run). Skips the --all prompt.")] = False,
+        as_json: common.JsonFlag = False,
+        all_: Annotated[bool, typer.Option("--all", help="Ignore owner liveness: reclaim every shinken resource "
+                                                          "(asks first unless --force).")] = False,
+        older_than: Annotated[Optional[str], typer.Option(
+            "--older-than", metavar="DURATION",
+            help="Also reclaim resources created longer ago than this (90s, 30m, 2h, 1d), even if their owner "
+                 "lives; golden images held by a live process are still kept.")] = None,
+        include_goldens: Annotated[bool, typer.Option("--include-goldens", help="Also reclaim golden images "
+                                                      "(caches: expensive to rebuild).")] = False,
+        label: Annotated[Optional[list[str]], typer.Option("--label", metavar="KEY=VALUE",
+                                                           help="Only resources carrying this label (repeatable).")] = None,
+    ) -> None:
+        code = run_gc(force=force, as_json=as_json, all_=all_, older_than=older_than,
+                      include_goldens=include_goldens, labels=label or [])
+        if code:
+            raise typer.Exit(code)

@@ -1,0 +1,473 @@
+"""Find and reclaim what dead shinken processes left behind: containers (forks, pools,
+build and server containers), golden images and registered temporary folders.
+
+One code path serves `shinken gc` and any long-lived process (sandbox server, engine)
+that wants to clean up after its dead sessions: `find_reclaimable` then `reclaim`.
+
+Safety rules, in order of importance:
+- only resources carrying shinken labels (`shinken.managed=1` plus a known `shinken.kind`)
+  are ever considered; labels a container merely inherited from its image do not count;
+- a resource whose owner is alive (same host, same pid AND same start time; or a valid
+  lease for owners on other hosts) is left alone, unless the caller asked for `all_` or
+  for resources older than `older_than`;
+- golden images are considered only with `include_goldens`, and never while a live owner
+  or a container that is not being reclaimed in the same pass holds them (unless `all_`);
+  images are removed without force, so Docker itself refuses an image still in use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from shinken.sandbox.ownership import (
+    LABEL_CREATED,
+    LABEL_KIND,
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_TASK,
+    Owner,
+    _proc_start_ticks,
+)
+
+CONTAINER_KINDS = ("fork", "pool", "build", "server", "probe")
+IMAGE_KINDS = ("golden",)
+TEMP_KIND = "tempdir"
+OWNER_MARKER = ".shinken-owner"
+_LABEL_PREFIX = "shinken."
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass
+class Reclaimable:
+    resource: str  # "container" | "image" | "tempdir"
+    kind: str  # shinken.kind label (fork, pool, golden, ...) or "tempdir"
+    id: str  # full container/image id, or the folder path
+    task: str | None
+    owner: str | None  # owner label "<host>/<pid>/<start>"
+    reason: str  # why it may be reclaimed, in words
+    bytes: int | None  # what reclaiming frees (writable layer, unique image layers, folder size)
+    name: str | None = None  # container name, image tag, registry entry path
+    # tempdir only: the registry entry to drop; entry_only means the folder is not ours any more
+    entry: str | None = field(default=None, repr=False)
+    entry_only: bool = field(default=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc.pop("entry")
+        doc.pop("entry_only")
+        return doc
+
+
+@dataclass
+class Failure:
+    id: str
+    error: str
+    kind: str | None = None
+    resource: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- owner liveness
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str  # "alive" | "dead" | "unknown"
+    why: str
+
+
+def owner_verdict(labels: Mapping[str, str], now: float | None = None) -> Verdict:
+    """Whether the process named by a resource's owner label is still alive."""
+    now = time.time() if now is None else now
+    raw = labels.get(LABEL_OWNER)
+    owner = Owner.parse(raw) if raw else None
+    if owner is None:
+        return Verdict("unknown", "owner label missing or unreadable")
+    if owner.is_local():
+        if owner.is_alive():
+            return Verdict("alive", f"owner pid {owner.pid} is running")
+        if _proc_start_ticks(owner.pid) is None:
+            return Verdict("dead", f"owner pid {owner.pid} has exited")
+        return Verdict("dead", f"owner pid {owner.pid} exited; the pid now belongs to another process")
+    lease_raw = labels.get(LABEL_LEASE)
+    try:
+        lease = float(lease_raw) if lease_raw is not None else None
+    except ValueError:
+        lease = None
+    if lease is None:
+        return Verdict("unknown", f"owner on host {owner.host} has no lease; its liveness cannot be told")
+    if lease < now:
+        return Verdict("dead", f"lease of owner on host {owner.host} expired {format_duration(now - lease)} ago")
+    return Verdict("alive", f"lease of owner on host {owner.host} is valid")
+
+
+# ---------------------------------------------------------------- durations
+
+
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw]?)")
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '30m', '2h', '1d', '1h30m' -> seconds. ValueError on anything else."""
+    s = text.strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f"not a duration: {text!r} (examples: 90s, 30m, 2h, 1d, 1h30m)")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}{_rest(seconds % size, unit)}"
+    return f"{seconds}s"
+
+
+def _rest(rem: int, unit: str) -> str:
+    smaller = {"d": ("h", 3600), "h": ("m", 60), "m": ("s", 1)}[unit]
+    n = rem // smaller[1]
+    return f"{n}{smaller[0]}" if n else ""
+
+
+# ---------------------------------------------------------------- decisions
+
+
+def _created(labels: Mapping[str, str], fallback: float | None) -> float | None:
+    try:
+        return float(labels[LABEL_CREATED])
+    except (KeyError, ValueError):
+        return fallback
+
+
+def _decide(verdict: Verdict, created: float | None, *, older_than: float | None, all_: bool,
+            now: float) -> str | None:
+    """The reason a resource may be reclaimed, or None when it must be kept."""
+    if all_:
+        return f"--all (liveness ignored; {verdict.why})"
+    if verdict.state == "dead":
+        return verdict.why
+    if older_than is not None and created is not None and now - created > older_than:
+        return f"older than {format_duration(older_than)} (created {format_duration(now - created)} ago; {verdict.why})"
+    return None
+
+
+def _shinken_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    return {k: v for k, v in (labels or {}).items() if k.startswith(_LABEL_PREFIX)}
+
+
+def _matches(labels: Mapping[str, str], label_filter: Mapping[str, str] | None) -> bool:
+    return all(labels.get(k) == v for k, v in (label_filter or {}).items())
+
+
+def _docker_filters(label_filter: Mapping[str, str] | None) -> dict[str, list[str]]:
+    return {"label": [f"{LABEL_MANAGED}=1", *(f"{k}={v}" for k, v in (label_filter or {}).items())]}
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def find_reclaimable(client: Any, *, include_goldens: bool = False, older_than: float | None = None,
+                     all_: bool = False, label_filter: Mapping[str, str] | None = None,
+                     temp_root: Path | None = None, include_temp_dirs: bool = True) -> list[Reclaimable]:
+    """Everything shinken-labelled that may be reclaimed now, containers first, then golden
+    images, then temporary folders (the order `reclaim` removes them in).
+
+    client: a docker.DockerClient, or None to look at temporary folders only.
+    older_than: seconds; resources created longer ago are reclaimable even if their owner lives
+    (golden images excepted: a live holder always keeps them).
+    label_filter: only resources carrying all these labels (temp folders: the labels they were
+    registered with)."""
+    now = time.time()
+    items: list[Reclaimable] = []
+    if client is not None:
+        containers = _find_containers(client, older_than=older_than, all_=all_, label_filter=label_filter, now=now)
+        items += containers
+        if include_goldens:
+            items += _find_goldens(client, {c.id for c in containers}, older_than=older_than, all_=all_,
+                                   label_filter=label_filter, now=now)
+    if include_temp_dirs:
+        items += _find_temp_dirs(temp_root or runtime_root(), older_than=older_than, all_=all_,
+                                 label_filter=label_filter, now=now)
+    return items
+
+
+def _find_containers(client: Any, *, older_than: float | None, all_: bool,
+                     label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+    api = client.api
+    image_labels: dict[str, dict[str, str]] = {}
+    found: list[Reclaimable] = []
+    for c in api.containers(all=True, size=True, filters=_docker_filters(label_filter)):
+        labels = c.get("Labels") or {}
+        if labels.get(LABEL_KIND) not in CONTAINER_KINDS or not _matches(labels, label_filter):
+            continue
+        # A container started from a labelled image carries the image's labels; if it added
+        # no shinken labels of its own, shinken did not create it (e.g. `docker run <golden>`).
+        image_id = c.get("ImageID") or ""
+        if image_id not in image_labels:
+            image_labels[image_id] = _image_labels(api, image_id)
+        if _shinken_labels(labels) == image_labels[image_id]:
+            continue
+        reason = _decide(owner_verdict(labels, now), _created(labels, c.get("Created")),
+                         older_than=older_than, all_=all_, now=now)
+        if reason is None:
+            continue
+        names = c.get("Names") or []
+        found.append(Reclaimable(
+            resource="container", kind=labels[LABEL_KIND], id=c["Id"], task=labels.get(LABEL_TASK),
+            owner=labels.get(LABEL_OWNER), reason=reason, bytes=c.get("SizeRw"),
+            name=names[0].lstrip("/") if names else None,
+        ))
+    return found
+
+
+def _image_labels(api: Any, image_id: str) -> dict[str, str]:
+    if not image_id:
+        return {}
+    try:
+        return _shinken_labels((api.inspect_image(image_id).get("Config") or {}).get("Labels"))
+    except Exception:  # image gone meanwhile: nothing was inherited that we can see
+        return {}
+
+
+def _find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: float | None, all_: bool,
+                  label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+    api = client.api
+    images = [i for i in api.images(filters=_docker_filters(label_filter))
+              if (i.get("Labels") or {}).get(LABEL_KIND) in IMAGE_KINDS and _matches(i.get("Labels") or {}, label_filter)]
+    if not images:
+        return []
+    unique = _unique_image_bytes(api)
+    found: list[Reclaimable] = []
+    for img in images:
+        labels = img.get("Labels") or {}
+        # An image built FROM a golden inherits its labels; only the golden itself is ours.
+        parent = img.get("ParentId") or ""
+        if parent and _image_labels(api, parent) == _shinken_labels(labels):
+            continue
+        verdict = owner_verdict(labels, now)
+        if not all_:
+            if verdict.state == "alive":
+                continue  # a live owner holds it, whatever its age
+            holders = [h["Id"] for h in api.containers(all=True, filters={"ancestor": img["Id"]})
+                       if h["Id"] not in reclaimed_containers]
+            if holders:
+                continue  # a container we are not removing still uses it
+        reason = _decide(verdict, _created(labels, img.get("Created")), older_than=older_than, all_=all_, now=now)
+        if reason is None:
+            continue
+        tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
+        found.append(Reclaimable(
+            resource="image", kind=labels[LABEL_KIND], id=img["Id"], task=labels.get(LABEL_TASK),
+            owner=labels.get(LABEL_OWNER), reason=reason, bytes=unique.get(img["Id"], img.get("Size")),
+            name=tags[0] if tags else None,
+        ))
+    return found
+
+
+def _unique_image_bytes(api: Any) -> dict[str, int]:
+    """Bytes only this image holds (its size minus layers shared with other images)."""
+    try:
+        df = api.df()
+    except Exception:
+        return {}
+    out: dict[str, int] = {}
+    for i in df.get("Images") or []:
+        shared = i.get("SharedSize", -1)
+        out[i["Id"]] = i["Size"] - shared if shared is not None and shared >= 0 else i["Size"]
+    return out
+
+
+# ---------------------------------------------------------------- removal
+
+
+def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], list[Failure]]:
+    """Remove `items` (as returned by find_reclaimable): containers, then images, then folders.
+    Never raises for one item's failure: it lands in the failure list with Docker's reason."""
+    order = {"container": 0, "image": 1, "tempdir": 2}
+    reclaimed: list[Reclaimable] = []
+    failed: list[Failure] = []
+    for item in sorted(items, key=lambda i: order.get(i.resource, 3)):
+        try:
+            if item.resource == "container":
+                _remove_container(client, item)
+            elif item.resource == "image":
+                _remove_image(client, item)
+            elif item.resource == "tempdir":
+                _remove_temp_dir(item)
+            else:
+                raise ValueError(f"unknown resource type {item.resource!r}")
+        except Exception as exc:
+            failed.append(Failure(item.id, _explain(exc), item.kind, item.resource))
+        else:
+            reclaimed.append(item)
+    return reclaimed, failed
+
+
+def _explain(exc: Exception) -> str:
+    explanation = getattr(exc, "explanation", None)  # docker.errors.APIError carries the daemon's words
+    text = str(explanation or exc).strip() or type(exc).__name__
+    return text if isinstance(explanation, str) else f"{type(exc).__name__}: {text}"
+
+
+def _require_client(client: Any) -> Any:
+    if client is None:
+        raise RuntimeError("no Docker client")
+    return client
+
+
+def _remove_container(client: Any, item: Reclaimable) -> None:
+    # force: the container of a dead owner may still be running `sleep infinity`
+    _require_client(client).api.remove_container(item.id, force=True, v=True)
+
+
+def _remove_image(client: Any, item: Reclaimable) -> None:
+    api = _require_client(client).api
+    users = [c["Id"][:12] for c in api.containers(all=True, filters={"ancestor": item.id})]
+    if users:
+        raise RuntimeError(f"image is in use by container(s) {', '.join(users)}, which gc may not remove")
+    tags = [t for t in (api.inspect_image(item.id).get("RepoTags") or []) if t != "<none>:<none>"]
+    # Never force: Docker must refuse an image a container or a child image still needs.
+    # Several tags: removing by id would need force, so untag one by one (the last one deletes).
+    for tag in tags or [item.id]:
+        api.remove_image(tag, force=False, noprune=False)
+    try:
+        api.inspect_image(item.id)
+    except Exception:
+        return
+    raise RuntimeError("image still present after removing its tags (a child image may depend on it)")
+
+
+# ---------------------------------------------------------------- temporary folders
+
+
+def runtime_root() -> Path:
+    """Where shinken's temp-folder registry lives: $SHINKEN_RUNTIME_DIR, else
+    $XDG_RUNTIME_DIR/shinken, else /tmp/shinken-<uid> (per user, so users never share it)."""
+    explicit = os.environ.get("SHINKEN_RUNTIME_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        return Path(xdg) / "shinken"
+    return Path(tempfile.gettempdir()) / f"shinken-{os.getuid()}"
+
+
+def _registry(root: Path) -> Path:
+    return root / "tempdirs"
+
+
+def _entry_path(root: Path, folder: Path) -> Path:
+    return _registry(root) / (hashlib.sha256(str(folder).encode()).hexdigest()[:24] + ".json")
+
+
+def register_temp_dir(path: str | os.PathLike[str], *, labels: Mapping[str, str] | None = None,
+                      owner: Owner | None = None, root: Path | None = None) -> Path:
+    """Mark an existing folder as owned by this process so `shinken gc` can remove it if the
+    process dies before cleaning up. Writes `<path>/.shinken-owner` and a registry entry
+    under runtime_root(). Call unregister_temp_dir(path) after removing it normally."""
+    folder = Path(path).resolve()
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder}: register_temp_dir needs an existing folder")
+    label = (owner or Owner.current()).label()
+    (folder / OWNER_MARKER).write_text(label + "\n")
+    entry = _entry_path(root or runtime_root(), folder)
+    entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    doc = {"path": str(folder), "owner": label, "labels": dict(labels or {}), "created": int(time.time())}
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(entry)  # atomic: gc never reads half an entry
+    return folder
+
+
+def unregister_temp_dir(path: str | os.PathLike[str], *, root: Path | None = None) -> None:
+    """Forget a folder registered with register_temp_dir (after its owner removed it)."""
+    _entry_path(root or runtime_root(), Path(path).resolve()).unlink(missing_ok=True)
+
+
+def make_temp_dir(prefix: str = "run-", *, parent: Path | None = None, labels: Mapping[str, str] | None = None,
+                  root: Path | None = None) -> Path:
+    """mkdtemp (under `parent`, default the runtime root) and register it in one step."""
+    base = parent or (root or runtime_root()) / "dirs"
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return register_temp_dir(tempfile.mkdtemp(prefix=prefix, dir=base), labels=labels, root=root)
+
+
+def _read_marker(folder: Path) -> str | None:
+    try:
+        return (folder / OWNER_MARKER).read_text().strip()
+    except OSError:
+        return None
+
+
+def _folder_bytes(folder: Path) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in filenames + dirnames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
+                    label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+    registry = _registry(root)
+    if not registry.is_dir():
+        return []
+    found: list[Reclaimable] = []
+    for entry in sorted(registry.glob("*.json")):
+        try:
+            doc = json.loads(entry.read_text())
+            folder, owner_label = Path(doc["path"]), str(doc["owner"])
+            labels = dict(doc.get("labels") or {})
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # half-written or foreign file: leave it
+        if not _matches(labels, label_filter):
+            continue
+        reason = _decide(owner_verdict({LABEL_OWNER: owner_label}, now), _created({LABEL_CREATED: str(doc.get("created"))}, None),
+                         older_than=older_than, all_=all_, now=now)
+        if reason is None:
+            continue
+        # The folder is removed only if it still carries this owner's marker: a path that
+        # was deleted and re-created by someone else is not ours.
+        ours = folder.is_dir() and not folder.is_symlink() and _read_marker(folder) == owner_label
+        if not ours:
+            reason = "folder gone or re-created by someone else; only the registry entry is dropped"
+        found.append(Reclaimable(
+            resource="tempdir", kind=TEMP_KIND, id=str(folder), task=labels.get(LABEL_TASK),
+            owner=owner_label, reason=reason, bytes=_folder_bytes(folder) if ours else 0,
+            name=str(entry), entry=str(entry), entry_only=not ours,
+        ))
+    return found
+
+
+def _remove_temp_dir(item: Reclaimable) -> None:
+    folder = Path(item.id)
+    if not item.entry_only:
+        if _read_marker(folder) != item.owner or folder.is_symlink():
+            raise RuntimeError("owner marker changed since the scan; folder left alone")
+        shutil.rmtree(folder)
+    if item.entry:
+        Path(item.entry).unlink(missing_ok=True)
