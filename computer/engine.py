@@ -1,9 +1,44 @@
-"""ComputerEngine: sessions -> forks of cached goldens, generation tokens, verify, bounded ownership."""
+"""ComputerEngine: one rollout per session, on a fork of the task's cached golden.
+
+Lifecycle (see docs/computer.md):
+- `seed` builds or reuses the task's golden, forks it (or takes a warm fork from a pool), replays the
+  post-fork steps and returns a generation token. Every later call names the token; a stale or
+  unknown token raises SessionError and touches nothing, so a late call from an old rollout can
+  never act on a newer one.
+- Calls for one session are serialized by a per-session lock; sessions run concurrently.
+- Ownership is bounded: a maintenance thread reaps sessions idle past `idle_ttl_s`, evicts goldens
+  by LRU/TTL through the provider, retries failed deletions in bounded batches (new seeds are
+  refused while the backlog is at its high-water mark, rather than leaking further), and asks
+  shinken.sandbox.gc to reclaim forks of dead owners. `close()` is terminal and waits for calls in
+  flight.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shinken.bundles.loader import discover, load_bundle
+from shinken.bundles.model import Bundle
+from shinken.computer.tools import ToolContext, new_context, run_tool
+from shinken.errors import ShinkenError
+from shinken.sandbox.api import InfraError, SessionError
+
+log = logging.getLogger("shinken.computer")
+
+DEFAULT_IMAGE = "shinken/sandbox-linux:latest"
+DELETE_BATCH = 8  # deletions retried per maintenance tick
+DELETE_HIGH_WATER = 32  # backlog at which new seeds are refused
+DELETE_MAX_ATTEMPTS = 20  # then the item is left to `shinken gc` (logged), never retried forever
+BACKLOG_WAIT_S = 10.0  # a seed facing a full backlog retries deletions this long before refusing
+GC_INTERVAL_S = 300.0
 
 
 @dataclass
@@ -14,27 +49,528 @@ class VerifyResult:
     failure_reason: str | None
     reward_output_tail: str
 
+    def to_json(self) -> dict[str, Any]:
+        return {"reward": self.reward, "mask_sample": self.mask_sample, "failure_kind": self.failure_kind,
+                "failure_reason": self.failure_reason, "reward_output_tail": self.reward_output_tail}
+
+
+@dataclass
+class _GoldenEntry:
+    golden: Any
+    bundle: Bundle
+    last_used: float
+    refs: int = 0  # live forks made from it; an entry in use is never evicted
+    pool: Any = None
+
+
+@dataclass
+class _Session:
+    name: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    generation: str | None = None
+    task_id: str | None = None
+    fork: Any = None
+    ctx: ToolContext | None = None
+    last_used: float = field(default_factory=time.monotonic)
+    infra_failure: str | None = None  # an InfraError during a tool call: verify masks the sample
+    removed: bool = False  # taken out of the registry; a waiter must look the session up again
+
+
+@dataclass
+class _PendingDelete:
+    what: str  # "fork <id>" / "golden <tag>"
+    action: Callable[[], None]
+    attempts: int = 0
+    last_error: str = ""
+
+
+def _env_number(name: str, default: float, *, integer: bool = False) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw) if integer else float(raw)
+    except ValueError:
+        raise ShinkenError(f"{name}={raw!r}: not a number; set it to e.g. {int(default)}") from None
+    if value < 0:
+        raise ShinkenError(f"{name}={raw!r}: must not be negative")
+    return value
+
 
 class ComputerEngine:
     def __init__(self, task_root, image, *, accept_filesystem=False, pool_size=0, idle_ttl_s=900,
-                 golden_ttl_s=3600, max_goldens=64, provider=None) -> None:
-        raise NotImplementedError
+                 golden_ttl_s=3600, max_goldens=64, provider=None, maintenance_interval_s: float | None = None,
+                 keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
+                 gc_interval_s: float | None = GC_INTERVAL_S) -> None:
+        self.task_root = Path(task_root)
+        self.image = image
+        self.accept_filesystem = accept_filesystem
+        self.pool_size = int(pool_size)
+        self.idle_ttl_s = float(idle_ttl_s)
+        self.golden_ttl_s = float(golden_ttl_s)
+        self.max_goldens = max(1, int(max_goldens))
+        self.keep_goldens_on_close = keep_goldens_on_close
+        self.delete_high_water = max(1, int(delete_high_water))
+        self.gc_interval_s = gc_interval_s
+        self._folders = {p.name: p for p in discover(self.task_root)}  # task id -> folder (lazy load)
+        self._bundles: dict[str, Bundle] = {}
+        self._all_loaded = False
+        self._owns_provider = provider is None
+        if provider is None:
+            from shinken.sandbox.docker_provider import DockerProvider
+
+            provider = DockerProvider()
+        self.provider = provider
+        self._lock = threading.Lock()  # guards the registries below, never held across Docker calls
+        self._sessions: dict[str, _Session] = {}
+        self._goldens: OrderedDict[str, _GoldenEntry] = OrderedDict()  # LRU order: oldest first
+        self._golden_locks: dict[str, threading.Lock] = {}
+        self._pending: list[_PendingDelete] = []
+        self._pending_lock = threading.Lock()
+        self._in_flight = 0
+        self._idle = threading.Condition(self._lock)
+        self._closed = False
+        self._stop = threading.Event()
+        self._last_gc = 0.0
+        self.stats = {"reaped": 0, "evicted": 0, "deleted_retries": 0, "gc_reclaimed": 0}
+        interval = maintenance_interval_s
+        if interval is None:
+            interval = max(1.0, min(30.0, self.idle_ttl_s / 4, self.golden_ttl_s / 4))
+        self.maintenance_interval_s = interval
+        self._thread = threading.Thread(target=self._maintain, name="shinken-computer-maintenance", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ construction
 
     @classmethod
-    def from_env(cls) -> "ComputerEngine":
-        raise NotImplementedError
+    def from_env(cls, **overrides: Any) -> "ComputerEngine":
+        root = os.environ.get("CUA_GYM_TASKS")
+        if not root:
+            raise ShinkenError("CUA_GYM_TASKS is not set; point it at a folder of task bundles")
+        fidelity = os.environ.get("SHINKEN_STATE_FIDELITY", "").strip() or "process_memory"
+        if fidelity not in ("filesystem", "process_memory"):
+            raise ShinkenError(f"SHINKEN_STATE_FIDELITY={fidelity!r}: use filesystem or process_memory")
+        kwargs: dict[str, Any] = dict(
+            task_root=root,
+            image=os.environ.get("SHINKEN_IMAGE", "").strip() or DEFAULT_IMAGE,
+            # "filesystem" = the operator accepts that forks keep files but not process memory.
+            accept_filesystem=fidelity == "filesystem",
+            pool_size=int(_env_number("SHINKEN_POOL_SIZE", 0, integer=True)),
+            idle_ttl_s=_env_number("SHINKEN_IDLE_TTL", 900),
+            golden_ttl_s=_env_number("SHINKEN_GOLDEN_TTL", 3600),
+            max_goldens=int(_env_number("SHINKEN_MAX_GOLDENS", 64, integer=True)),
+        )
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    # ------------------------------------------------------------------ call bookkeeping
+
+    def _enter(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise SessionError("the computer engine is closed")
+            self._in_flight += 1
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.notify_all()
+
+    def _locked_session(self, session: str, create: bool = False) -> _Session | None:
+        """The session with its lock held (the caller releases), or None. Retries if the session
+        was removed while we waited for its lock."""
+        while True:
+            with self._lock:
+                sess = self._sessions.get(session)
+                if sess is None:
+                    if not create:
+                        return None
+                    sess = self._sessions[session] = _Session(session)
+            sess.lock.acquire()
+            if not sess.removed:
+                return sess
+            sess.lock.release()
+
+    @staticmethod
+    def _check(sess: _Session | None, session: str, generation: str | None) -> _Session:
+        if sess is None or sess.generation is None:
+            raise SessionError(f"session {session!r} has no rollout (ended, reaped or never seeded)")
+        if not generation or not secrets.compare_digest(str(generation), sess.generation):
+            raise SessionError(f"session {session!r}: stale or unknown generation; reseed to start a new rollout")
+        return sess
+
+    # ------------------------------------------------------------------ tasks and goldens
+
+    def bundle(self, task_id: str) -> Bundle:
+        with self._lock:
+            b = self._bundles.get(task_id)
+        if b is not None:
+            return b
+        folder = self._folders.get(task_id)
+        if folder is not None:
+            b = load_bundle(folder)
+        else:
+            b = self._find_by_id(task_id)
+        if b is None:
+            raise ShinkenError(f"task {task_id!r}: not found under {self.task_root}")
+        if not b.ok:
+            fatal = "; ".join(f"{d.code}: {d.detail}" for d in b.defects if d.fatal)
+            raise ShinkenError(f"task {task_id!r}: the bundle is defective ({fatal}); run `shinken triage`")
+        with self._lock:
+            self._bundles[task_id] = b
+        return b
+
+    def _find_by_id(self, task_id: str) -> Bundle | None:
+        # A folder whose name is not its id: scan once (rare; demo and release use the id as name).
+        with self._lock:
+            if self._all_loaded:
+                return None
+            self._all_loaded = True
+        found = None
+        for name, folder in self._folders.items():
+            b = load_bundle(folder)
+            if b.id != name:
+                with self._lock:
+                    self._bundles.setdefault(b.id, b)
+                if b.id == task_id:
+                    found = b
+        return found
+
+    def _acquire_golden(self, task_id: str) -> _GoldenEntry:
+        """The task's golden with one more reference (build or reuse; one build per task at a time)."""
+        bundle = self.bundle(task_id)
+        with self._lock:
+            glock = self._golden_locks.setdefault(task_id, threading.Lock())
+        with glock:
+            with self._lock:
+                entry = self._goldens.get(task_id)
+                if entry is not None:
+                    entry.refs += 1
+                    entry.last_used = time.monotonic()
+                    self._goldens.move_to_end(task_id)
+                    return entry
+            golden = self.provider.ensure_golden(bundle, self.image, accept_filesystem=self.accept_filesystem)
+            pool = None
+            if self.pool_size > 0:
+                pool = self.provider.pool(golden, self.pool_size)
+            entry = _GoldenEntry(golden=golden, bundle=bundle, last_used=time.monotonic(), refs=1, pool=pool)
+            with self._lock:
+                self._goldens[task_id] = entry
+                victims = self._lru_victims()
+        for tid, victim in victims:
+            self._delete_golden(tid, victim)
+        return entry
+
+    def _lru_victims(self) -> list[tuple[str, _GoldenEntry]]:
+        """Unreferenced goldens beyond max_goldens, least recently used first (caller holds _lock)."""
+        victims = []
+        excess = len(self._goldens) - self.max_goldens
+        for tid, entry in list(self._goldens.items()):
+            if excess <= 0:
+                break
+            if entry.refs == 0:
+                del self._goldens[tid]
+                victims.append((tid, entry))
+                excess -= 1
+        return victims
+
+    def _release_golden(self, task_id: str | None) -> None:
+        if task_id is None:
+            return
+        with self._lock:
+            entry = self._goldens.get(task_id)
+            if entry is not None and entry.refs > 0:
+                entry.refs -= 1
+                entry.last_used = time.monotonic()
+            victims = self._lru_victims()
+        for tid, victim in victims:
+            self._delete_golden(tid, victim)
+
+    def _delete_golden(self, task_id: str, entry: _GoldenEntry) -> None:
+        self.stats["evicted"] += 1
+        if entry.pool is not None:
+            self._try_delete(f"pool of {task_id}", entry.pool.close)
+        golden = entry.golden
+        self._try_delete(f"golden {getattr(golden, 'tag', task_id)}", lambda: self.provider.delete_golden(golden))
+
+    def _try_delete(self, what: str, action: Callable[[], None]) -> None:
+        """Delete now; on failure queue it for bounded retries (never silently dropped)."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - any failure is retried; the reason is kept
+            log.warning("deleting %s failed (%s); will retry", what, exc)
+            with self._pending_lock:
+                self._pending.append(_PendingDelete(what, action, 1, str(exc)))
+
+    def retry_deletions(self, batch: int = DELETE_BATCH) -> int:
+        """Retry up to `batch` queued deletions; returns how many are still pending."""
+        with self._pending_lock:
+            todo, self._pending = self._pending[:batch], self._pending[batch:]
+        keep = []
+        for item in todo:
+            try:
+                item.action()
+                self.stats["deleted_retries"] += 1
+            except Exception as exc:  # noqa: BLE001
+                item.attempts += 1
+                item.last_error = str(exc)
+                if item.attempts >= DELETE_MAX_ATTEMPTS:
+                    log.error("giving up deleting %s after %d attempts (%s); `shinken gc` reclaims it once "
+                              "this process exits", item.what, item.attempts, exc)
+                else:
+                    keep.append(item)
+        with self._pending_lock:
+            self._pending[:0] = keep
+            return len(self._pending)
+
+    @property
+    def pending_deletions(self) -> list[str]:
+        with self._pending_lock:
+            return [f"{p.what}: {p.last_error}" for p in self._pending]
+
+    def _wait_backlog(self) -> None:
+        deadline = time.monotonic() + BACKLOG_WAIT_S
+        while True:
+            with self._pending_lock:
+                n = len(self._pending)
+            if n < self.delete_high_water:
+                return
+            n = self.retry_deletions()
+            if n < self.delete_high_water:
+                return
+            if time.monotonic() > deadline:
+                raise InfraError(f"{n} deletions are failing (first: {self.pending_deletions[0]}); new rollouts are "
+                                 "refused until they succeed (check the Docker engine)")
+            time.sleep(0.5)
+
+    # ------------------------------------------------------------------ the session API
 
     def seed(self, session: str, task_id: str, generation: str | None = None) -> str:
-        raise NotImplementedError
+        """Start (or restart) the session's rollout on a fresh fork of the task; returns its token.
+        Reseeding a session that has a live rollout requires that rollout's token."""
+        self._enter()
+        try:
+            self._wait_backlog()
+            sess = self._locked_session(session, create=True)
+            assert sess is not None
+            try:
+                if sess.generation is not None or generation is not None:
+                    self._check(sess, session, generation)
+                self._teardown(sess)
+                entry = self._acquire_golden(task_id)
+                try:
+                    fork = entry.pool.acquire() if entry.pool is not None else self.provider.fork(entry.golden)
+                except BaseException:
+                    self._release_golden(task_id)
+                    raise
+                sess.fork, sess.task_id, sess.ctx = fork, task_id, new_context(fork)
+                sess.infra_failure = None
+                sess.generation = f"g{secrets.token_hex(12)}"
+                sess.last_used = time.monotonic()
+                return sess.generation
+            finally:
+                if sess.generation is None:
+                    self._remove(sess)
+                sess.lock.release()
+        finally:
+            self._leave()
 
     def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> str:
-        raise NotImplementedError
+        self._enter()
+        try:
+            sess = self._locked_session(session)
+            try:
+                self._check(sess, session, generation)
+                assert sess is not None and sess.ctx is not None
+                if sess.infra_failure:
+                    return "error: the computer failed earlier in this rollout; it will not be scored"
+                try:
+                    return run_tool(sess.ctx, name, arguments)
+                except (InfraError, SessionError) as exc:
+                    # The fork broke under us (daemon error, container gone): not the model's doing.
+                    sess.infra_failure = f"{type(exc).__name__} during {name}: {exc}"
+                    return "error: the computer failed (infrastructure); this rollout will not be scored"
+                finally:
+                    sess.last_used = time.monotonic()
+            finally:
+                if sess is not None:
+                    sess.lock.release()
+        finally:
+            self._leave()
 
     def verify(self, session: str, generation: str) -> VerifyResult:
-        raise NotImplementedError
+        """Run the task's postconfig + reward.py in the fork. Infrastructure failures and broken
+        rewards give mask_sample=True with a failure kind, never a made-up 0.0 score."""
+        self._enter()
+        try:
+            sess = self._locked_session(session)
+            try:
+                self._check(sess, session, generation)
+                assert sess is not None
+                if sess.infra_failure:
+                    return VerifyResult(0.0, True, "infra", sess.infra_failure, "")
+                bundle = self.bundle(sess.task_id or "")
+                try:
+                    res = sess.fork.run_reward(bundle)
+                except (InfraError, SessionError) as exc:
+                    return VerifyResult(0.0, True, "infra", f"{type(exc).__name__}: {exc}", "")
+                except Exception as exc:  # SetupError from postconfig and the like
+                    kind = "postconfig" if type(exc).__name__ == "SetupError" else "verify_error"
+                    tail = getattr(exc, "output_tail", "") or ""
+                    return VerifyResult(0.0, True, kind, f"{type(exc).__name__}: {exc}", tail)
+                finally:
+                    sess.last_used = time.monotonic()
+                if res.error is None and res.reward is not None:
+                    return VerifyResult(float(res.reward), False, None, None, res.output_tail)
+                reason = f"reward.py: {res.error or 'no reward'} (exit {res.exit_code})"
+                return VerifyResult(0.0, True, f"reward_{res.error or 'missing'}", reason, res.output_tail)
+            finally:
+                if sess is not None:
+                    sess.lock.release()
+        finally:
+            self._leave()
 
     def end(self, session: str, generation: str | None = None) -> None:
-        raise NotImplementedError
+        """Release the session's fork. Idempotent; with a generation, only that rollout is ended
+        (a stale token raises SessionError and leaves the newer rollout running)."""
+        self._enter()
+        try:
+            sess = self._locked_session(session)
+            if sess is None:
+                return
+            try:
+                if generation is not None:
+                    self._check(sess, session, generation)
+                self._teardown(sess)
+                self._remove(sess)
+            finally:
+                sess.lock.release()
+        finally:
+            self._leave()
+
+    def sessions(self) -> dict[str, str | None]:
+        """session -> task id of its live rollout (for health pages and tests)."""
+        with self._lock:
+            return {k: s.task_id for k, s in self._sessions.items() if s.generation}
+
+    def goldens(self) -> list[str]:
+        """Cached golden task ids, least recently used first."""
+        with self._lock:
+            return list(self._goldens)
+
+    # ------------------------------------------------------------------ teardown
+
+    def _teardown(self, sess: _Session) -> None:
+        """Close the session's fork and drop its rollout (caller holds the session lock)."""
+        fork, task_id = sess.fork, sess.task_id
+        sess.fork = sess.ctx = sess.generation = sess.task_id = None
+        sess.infra_failure = None
+        if fork is not None:
+            self._try_delete(f"fork {getattr(fork, 'id', '?')[:12]}", fork.close)
+            self._release_golden(task_id)
+
+    def _remove(self, sess: _Session) -> None:
+        with self._lock:
+            if self._sessions.get(sess.name) is sess:
+                del self._sessions[sess.name]
+            sess.removed = True
+
+    # ------------------------------------------------------------------ maintenance
+
+    def _maintain(self) -> None:
+        while not self._stop.wait(self.maintenance_interval_s):
+            try:
+                self.maintain_once()
+            except Exception:  # noqa: BLE001 - the loop must survive anything, and say so
+                log.exception("computer engine maintenance failed")
+
+    def maintain_once(self) -> None:
+        """One maintenance pass: reap idle sessions, expire goldens, retry deletions, gc."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [s for s in self._sessions.values() if now - s.last_used > self.idle_ttl_s]
+        for sess in idle:
+            if not sess.lock.acquire(blocking=False):
+                continue  # a call is in flight: not idle
+            try:
+                if sess.removed or time.monotonic() - sess.last_used <= self.idle_ttl_s:
+                    continue
+                log.info("reaping idle session %s (task %s)", sess.name, sess.task_id)
+                self._teardown(sess)
+                self._remove(sess)
+                self.stats["reaped"] += 1
+            finally:
+                sess.lock.release()
+        with self._lock:
+            expired = [(tid, e) for tid, e in self._goldens.items()
+                       if e.refs == 0 and now - e.last_used > self.golden_ttl_s]
+            for tid, _ in expired:
+                del self._goldens[tid]
+        for tid, entry in expired:
+            self._delete_golden(tid, entry)
+        self.retry_deletions()
+        if self.gc_interval_s is not None and now - self._last_gc > self.gc_interval_s:
+            self._last_gc = now
+            self._gc_dead_owners()
+
+    def _gc_dead_owners(self) -> None:
+        """Reclaim forks that dead processes (earlier servers) left behind."""
+        try:
+            from shinken.sandbox import gc
+        except ImportError:
+            return
+        client = getattr(self.provider, "client", None)
+        if client is None:
+            return
+        try:
+            items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False)
+            items = [i for i in items if getattr(i, "kind", None) in ("fork", "pool")]
+            if items:
+                reclaimed, failed = gc.reclaim(client, items)
+                self.stats["gc_reclaimed"] += len(reclaimed)
+                for f in failed:
+                    log.warning("gc could not reclaim %s: %s", getattr(f, "id", "?"), getattr(f, "reason", f))
+        except Exception:  # noqa: BLE001
+            log.exception("gc of dead owners' forks failed")
 
     def close(self) -> None:
-        raise NotImplementedError
+        """Terminal: refuse new calls, wait for calls in flight, release every fork, pool and
+        (unless keep_goldens_on_close) golden, then the provider if the engine made it."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            while self._in_flight:
+                self._idle.wait()
+            sessions = list(self._sessions.values())
+        self._stop.set()
+        self._thread.join(timeout=60)
+        for sess in sessions:
+            with sess.lock:
+                self._teardown(sess)
+                self._remove(sess)
+        with self._lock:
+            goldens = list(self._goldens.items())
+            self._goldens.clear()
+        for tid, entry in goldens:
+            if entry.pool is not None:
+                self._try_delete(f"pool of {tid}", entry.pool.close)
+            if not self.keep_goldens_on_close:
+                self._try_delete(f"golden {getattr(entry.golden, 'tag', tid)}",
+                                 lambda g=entry.golden: self.provider.delete_golden(g))
+        for _ in range(3):
+            if not self.retry_deletions(batch=len(self._pending) or 1):
+                break
+            time.sleep(0.5)
+        if self._owns_provider:
+            try:
+                self.provider.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the sandbox provider failed")
+
+    def __enter__(self) -> "ComputerEngine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

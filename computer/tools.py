@@ -172,7 +172,7 @@ def _check_gui(res, what: str) -> str | None:
 
 def observe(ctx: ToolContext) -> a11y.Observation:
     """Dump the tree in the guest, assign ids. Raises ToolArgError for an unusable dump."""
-    res = _guest(ctx, ["shinken-a11y-dump"], timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
+    res = _guest(ctx, ["shinken-a11y-dump", "--showing-only"], timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
     err = _check_gui(res, "reading the accessibility tree")
     if err:
         raise ToolArgError(err.removeprefix("error: "))
