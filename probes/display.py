@@ -1,0 +1,100 @@
+"""Live progress on stderr while probing, and the final table on stdout."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+
+class ProbeDisplay:
+    def __init__(self, console: Console, total: int, resumed: int, enabled: bool = True) -> None:
+        self.console = console
+        self.total = total
+        self.resumed = resumed
+        self.enabled = enabled
+        self.done = 0
+        self.kept = 0
+        self.reasons: Counter[str] = Counter()
+        self.retries = 0
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._progress = Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                  console=console, transient=False)
+        self._task = self._progress.add_task("probe", total=max(total, 1))
+        self._live: Live | None = None
+
+    def _render(self) -> Group:
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        rate = self.done / elapsed * 3600
+        line = Text.assemble(
+            ("kept ", "bold"), (str(self.kept), "green"), "  ",
+            ("dropped ", "bold"), (str(sum(self.reasons.values())), "red"), "  ",
+            (f"{rate:,.0f} tasks/h", "cyan"),
+            f"  resumed {self.resumed}" if self.resumed else "",
+            f"  infra retries {self.retries}" if self.retries else "",
+        )
+        reasons = Text("  ".join(f"{r}={n}" for r, n in sorted(self.reasons.items())), style="yellow")
+        return Group(self._progress, line, reasons)
+
+    def __enter__(self) -> "ProbeDisplay":
+        if self.enabled:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
+                              get_renderable=self._render)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+
+    def task_done(self, line: dict[str, Any]) -> None:
+        with self._lock:
+            self.done += 1
+            if line["outcome"] == "kept":
+                self.kept += 1
+            else:
+                self.reasons[line["reason"]] += 1
+            self._progress.advance(self._task)
+
+    def retry(self, task_id: str, attempt: int, why: str) -> None:
+        with self._lock:
+            self.retries += 1
+        if self._live is None and self.enabled:
+            self.console.print(f"[yellow]retrying {task_id} (attempt {attempt} hit: {why})[/]")
+
+
+def _fmt(xs: list[float]) -> str:
+    return f"{sum(xs):.2f}" if xs else "-"
+
+
+def final_table(doc: dict[str, Any]) -> Table:
+    t = Table(title=f"shinken probe: {doc['summary']['kept']} kept, {doc['summary']['dropped']} dropped "
+                    f"of {doc['summary']['total']}", title_justify="left")
+    for col in ("task", "outcome", "reason", "rewards", "golden s", "forks s", "reward s", "detail"):
+        t.add_column(col, overflow="fold")
+    for ln in doc["tasks"]:
+        tm = ln["timings"]
+        golden = f"{tm['golden_build_s']:.2f}" + (" (reused)" if tm["golden_reused"] else "")
+        t.add_row(ln["task_id"], ln["outcome"], ln["reason"] or "",
+                  ", ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
+                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]), ln["detail"][:120],
+                  style="green" if ln["outcome"] == "kept" else None)
+    return t
+
+
+def summary_text(doc: dict[str, Any]) -> str:
+    s = doc["summary"]
+    reasons = ", ".join(f"{r} {n}" for r, n in s["by_reason"].items()) or "none"
+    rate = s.get("tasks_per_hour")
+    return (f"kept {s['kept']}, dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
+            f"resumed {s.get('resumed', 0)}, infra retries {s.get('infra_retries', 0)}; "
+            f"wall {s.get('wall_s', 0):.1f} s" + (f", {rate:,.0f} tasks/h" if rate else ""))

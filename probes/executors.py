@@ -1,0 +1,214 @@
+"""Where task probes run: a local thread pool, or Ray tasks on the cluster's Docker
+nodes. Either way results stream back to the driver, which alone writes receipts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from shinken.bundles.model import Bundle
+from shinken.errors import EnvironmentProblem
+from shinken.probes.runner import ProbeConfig, ProviderFactory, Rollout, probe_task
+
+OnResult = Callable[[dict[str, Any]], None]
+OnRetry = Callable[[str, int, str], None]
+# Nodes that may run probes advertise this custom resource (`ray start --resources
+# '{"shinken_docker": 4}'`); without any such node, every alive node is used.
+DOCKER_RESOURCE = "shinken_docker"
+
+
+@dataclass(frozen=True)
+class Job:
+    bundle: Bundle
+    rollouts: tuple[Rollout, ...] = ()
+
+
+class LocalExecutor:
+    """`concurrency` tasks at once in threads of this process (the work is Docker I/O)."""
+
+    name = "local"
+
+    def __init__(self, concurrency: int = 1, provider_factory: ProviderFactory | None = None) -> None:
+        self.concurrency = max(1, concurrency)
+        self.provider_factory = provider_factory
+
+    def run(self, jobs: Iterable[Job], cfg: ProbeConfig, on_result: OnResult, *,
+            on_retry: OnRetry | None = None, stop: threading.Event | None = None) -> None:
+        stop = stop or threading.Event()
+        it: Iterator[Job] = iter(jobs)
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="probe")
+        running: set[Future] = set()
+        try:
+            while True:
+                while len(running) < self.concurrency and not stop.is_set():
+                    job = next(it, None)
+                    if job is None:
+                        break
+                    running.add(pool.submit(probe_task, job.bundle, cfg, job.rollouts,
+                                            self.provider_factory, stop, on_retry))
+                if not running:
+                    return
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    on_result(f.result())  # callbacks run in the driver thread only
+        except BaseException:
+            stop.set()  # in-flight probes stop at their next retry point
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+# --- Ray --------------------------------------------------------------------------------
+
+def _bundle_payload(bundle: Bundle) -> dict[str, Any]:
+    """The bundle's files travel with the task, so a node without the task root can probe."""
+    files = {}
+    for name in bundle.files:
+        files[name] = (bundle.path / name).read_bytes()
+    return {"path": str(bundle.path), "name": bundle.path.name, "bundle_hash": bundle.bundle_hash, "files": files}
+
+
+def _materialize(payload: dict[str, Any]) -> Bundle:
+    from shinken.bundles.loader import load_bundle
+
+    path = Path(payload["path"])
+    if path.is_dir():
+        b = load_bundle(path)
+        if b.bundle_hash == payload["bundle_hash"]:
+            return b
+    # Not on this node (or changed since the driver read it): rebuild it from the payload
+    # under a folder named like the original, because the folder name can be the task id.
+    base = Path(tempfile.mkdtemp(prefix="shinken-probe-"))
+    dest = base / payload["name"]
+    dest.mkdir()
+    for name, data in payload["files"].items():
+        (dest / name).write_bytes(data)
+    return load_bundle(dest)
+
+
+def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...]) -> dict[str, Any]:
+    bundle = _materialize(payload)
+    return probe_task(bundle, cfg, rollouts)
+
+
+def _docker_nodes(ray: Any) -> list[dict[str, Any]]:
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    tagged = [n for n in alive if n.get("Resources", {}).get(DOCKER_RESOURCE)]
+    nodes = tagged or alive
+    # A stable order (address, not the per-start node id) keeps a task on the same node
+    # across runs, where its golden image already is.
+    return sorted(nodes, key=lambda n: (n.get("NodeManagerAddress", ""), n.get("NodeManagerHostname", ""),
+                                        n.get("NodeID", "")))
+
+
+def shard(task_id: str, n: int) -> int:
+    return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") % n
+
+
+class RayExecutor:
+    """Each task's probe is a Ray task pinned (hard node affinity) to one Docker node,
+    chosen by a stable hash of the task id, so goldens stay where they were built."""
+
+    name = "ray"
+
+    def __init__(self, concurrency: int = 1, address: str | None = None, num_cpus: int | None = None) -> None:
+        self.concurrency = max(1, concurrency)
+        self.address = address
+        self.num_cpus = num_cpus
+
+    def _init(self) -> Any:
+        try:
+            import ray
+        except ImportError:
+            raise EnvironmentProblem("--executor ray needs Ray: pip install 'shinken[ray]'") from None
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
+                                      "include_dashboard": False, "configure_logging": False}
+            if self.address:
+                kwargs["address"] = self.address
+            else:
+                kwargs["num_cpus"] = self.num_cpus or max(self.concurrency, 1)
+            # A local cluster started here inherits this process's environment
+            # (DOCKER_HOST included); cluster nodes use their own.
+            try:
+                ray.init(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - connection problems are environment problems
+                raise EnvironmentProblem(f"cannot start or reach Ray ({self.address or 'local'}): {exc}") from None
+        return ray
+
+    def run(self, jobs: Iterable[Job], cfg: ProbeConfig, on_result: OnResult, *,
+            on_retry: OnRetry | None = None, stop: threading.Event | None = None) -> None:
+        ray = self._init()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = _docker_nodes(ray)
+        if not nodes:
+            raise EnvironmentProblem("the Ray cluster has no alive node")
+        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_probe)
+        stop = stop or threading.Event()
+        it = iter(jobs)
+        running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, ray-level attempts)
+
+        def submit(job: Job, attempt: int) -> None:
+            node = nodes[shard(job.bundle.id, len(nodes))]
+            ref = remote.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            ).remote(_bundle_payload(job.bundle), cfg, job.rollouts)
+            running[ref] = (job, attempt)
+
+        try:
+            while True:
+                while len(running) < self.concurrency and not stop.is_set():
+                    job = next(it, None)
+                    if job is None:
+                        break
+                    submit(job, 1)
+                if not running:
+                    return
+                done, _ = ray.wait(list(running), num_returns=1)
+                for ref in done:
+                    job, attempt = running.pop(ref)
+                    try:
+                        on_result(ray.get(ref))
+                    except ray.exceptions.RayError as exc:
+                        # A worker or node died: infrastructure, like a Docker failure.
+                        if attempt <= cfg.retries:
+                            if on_retry is not None:
+                                on_retry(job.bundle.id, attempt, f"ray: {type(exc).__name__}")
+                            submit(job, attempt + 1)
+                        else:
+                            from shinken.probes.runner import infra_line
+
+                            on_result(infra_line(job.bundle, cfg, job.rollouts, attempt,
+                                                 f"ray task failed {attempt} time(s): {type(exc).__name__}: {str(exc)[:200]}"))
+        except BaseException:
+            stop.set()
+            for ref in running:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001
+                    pass
+            raise
+
+    def shutdown(self) -> None:
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except ImportError:
+            pass
+
+
+def make_executor(kind: str, concurrency: int, *, ray_address: str | None = None) -> LocalExecutor | RayExecutor:
+    if kind == "local":
+        return LocalExecutor(concurrency)
+    if kind == "ray":
+        return RayExecutor(concurrency, address=ray_address)
+    raise ValueError(kind)

@@ -1,0 +1,246 @@
+"""`shinken probe` end to end, without the CLI: pick the runnable tasks, skip those the
+receipt log already settles, probe the rest on an executor, append each result durably,
+and build the final receipt from the log."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from shinken.bundles.loader import load_root
+from shinken.bundles.model import Bundle
+from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
+from shinken.probes.receipts import ReceiptLog
+from shinken.probes.report import build_receipt
+from shinken.probes.rollouts import load_rollouts
+from shinken.probes.runner import ProbeConfig, Rollout, verdict_line
+
+RUNNABLE_VERDICTS = frozenset({"runnable", "ok", "kept", "probe"})
+
+
+@dataclass
+class ProbeRequest:
+    task_root: Path
+    image: str
+    receipt: Path | None = None
+    triage: Path | None = None
+    ids: Path | None = None
+    concurrency: int = 1
+    repeats: int = 2
+    replay: Path | None = None
+    retries: int = 3
+    state_fidelity: str | None = None  # "filesystem" accepts losing process state
+    executor: str = "local"
+    ray_address: str | None = None
+    run_dir: Path | None = None
+    reward_timeout: float = 120.0
+    setup_timeout: float = 600.0
+    backoff_s: float = 1.0
+
+
+@dataclass
+class Plan:
+    bundles: list[Bundle]
+    verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
+    rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
+
+
+def default_run_dir(task_root: Path, image: str) -> Path:
+    """Same task root + image -> same run dir, so re-running the command resumes."""
+    h = hashlib.sha256(f"{Path(task_root).resolve()}\0{image}".encode()).hexdigest()[:12]
+    return Path("runs") / f"probe-{h}"
+
+
+def resolve_image(image: str) -> str:
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        raise EnvironmentProblem(f"Docker engine not reachable ({exc}); start it (scripts/ensure-docker.sh)") from None
+    try:
+        return client.images.get(image).id
+    except docker.errors.ImageNotFound:
+        raise EnvironmentProblem(f"image {image} not found; build it with `shinken image build`") from None
+    except docker.errors.DockerException as exc:
+        raise EnvironmentProblem(f"cannot inspect image {image}: {exc}") from None
+    finally:
+        client.close()
+
+
+def _read_ids(path: Path) -> list[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ShinkenError(f"{path}: cannot read the id list ({exc}); one task id per line") from None
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _triage_entries(doc: Any, path: Path) -> list[dict[str, Any]]:
+    tasks = doc.get("tasks") if isinstance(doc, dict) else doc
+    if not isinstance(tasks, list):
+        raise ShinkenError(f"{path}: no task list; pass the JSON `shinken triage --report` wrote")
+    return [t for t in tasks if isinstance(t, dict)]
+
+
+def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
+    tid = entry.get("id") or entry.get("task_id")
+    verdict = str(entry.get("verdict") or entry.get("status") or entry.get("class") or "")
+    reasons = entry.get("reasons") or entry.get("blockers") or entry.get("reason") or entry.get("detail") or ""
+    if isinstance(reasons, list):
+        reasons = "; ".join(r if isinstance(r, str) else (r.get("detail") or r.get("code") or str(r))
+                            if isinstance(r, dict) else str(r) for r in reasons)
+    return (tid if isinstance(tid, str) else None), verdict, str(reasons)
+
+
+def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
+    """Task id -> ("runnable" | "defective" | "blocked", detail) from a triage report."""
+    try:
+        doc = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ShinkenError(f"{path}: cannot read the triage report ({exc})") from None
+    out: dict[str, tuple[str, str]] = {}
+    for e in _triage_entries(doc, path):
+        tid, verdict, detail = _triage_verdict(e)
+        if tid is None:
+            continue
+        if verdict in RUNNABLE_VERDICTS:
+            out[tid] = ("runnable", detail)
+        elif verdict == "defective":
+            out[tid] = ("defective", detail or "triage: defective")
+        else:
+            out[tid] = ("blocked", f"triage: {verdict}" + (f": {detail}" if detail else ""))
+    return out
+
+
+def _triage_now(bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]] | None:
+    """Triage with the triage package when it offers a Python API; None when it does not
+    (then only the loader's fatal defects are decided before probing)."""
+    try:
+        from shinken.triage import api as triage_api  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    fn: Callable[..., Any] | None = getattr(triage_api, "triage_bundles", None)
+    if fn is None:
+        return None
+    report = fn(bundles, image)
+    if hasattr(report, "to_json"):
+        report = report.to_json()
+    out: dict[str, tuple[str, str]] = {}
+    for e in _triage_entries(report, Path("<triage>")):
+        tid, verdict, detail = _triage_verdict(e)
+        if tid is None:
+            continue
+        out[tid] = ("runnable", detail) if verdict in RUNNABLE_VERDICTS else (
+            ("defective", detail) if verdict == "defective" else ("blocked", f"triage: {verdict}: {detail}"))
+    return out
+
+
+def plan(req: ProbeRequest) -> Plan:
+    bundles = load_root(req.task_root)
+    if req.ids is not None:
+        wanted = _read_ids(req.ids)
+        by_id = {b.id: b for b in bundles}
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise ShinkenError(f"{req.ids}: {len(missing)} id(s) not under {req.task_root}: {', '.join(missing[:5])}")
+        bundles = [by_id[i] for i in dict.fromkeys(wanted)]
+    verdicts: dict[str, tuple[str, str]] = {}
+    triage = _verdicts_from_triage(req.triage) if req.triage else _triage_now(bundles, req.image)
+    for b in bundles:
+        if not b.ok:
+            fatal = next(d for d in b.defects if d.fatal)
+            verdicts[b.id] = ("defective", f"{fatal.code}: {fatal.detail}")
+        elif triage is not None:
+            v = triage.get(b.id)
+            if v is None:
+                if req.triage:
+                    verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
+            elif v[0] != "runnable":
+                verdicts[b.id] = v
+    rollouts = load_rollouts(req.replay) if req.replay else {}
+    unknown = sorted(set(rollouts) - {b.id for b in bundles})
+    if unknown and req.ids is None:
+        raise ShinkenError(f"{req.replay}: rollouts for {len(unknown)} task(s) not under {req.task_root}: "
+                           f"{', '.join(unknown[:5])}")
+    return Plan(bundles, verdicts, rollouts)
+
+
+def run_probe(req: ProbeRequest, *, on_start: Callable[[int, int], Any] | None = None,
+              on_result: Callable[[dict[str, Any]], None] | None = None,
+              on_retry: Callable[[str, int, str], None] | None = None,
+              executor: LocalExecutor | RayExecutor | None = None) -> dict[str, Any]:
+    """Probe and return the final receipt (also written to req.receipt when given)."""
+    if req.repeats < 1:
+        raise ShinkenError("--repeats must be at least 1")
+    if req.state_fidelity not in (None, "filesystem"):
+        raise ShinkenError(f"--state-fidelity {req.state_fidelity}: only `filesystem` is available on this tier")
+    t0 = time.monotonic()
+    p = plan(req)
+    image_id = resolve_image(req.image)
+    run_dir = Path(req.run_dir) if req.run_dir else default_run_dir(req.task_root, req.image)
+    cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
+                      accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
+                      setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s)
+    ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address)
+    probed = 0
+    with ReceiptLog(run_dir) as log:
+        todo: list[Job] = []
+        decided: list[dict[str, Any]] = []
+        resumed = 0
+        for b in p.bundles:
+            ro = p.rollouts.get(b.id, ())
+            if log.finished(b.id, (b.bundle_hash, image_id, cfg.config_hash(ro))) is not None:
+                resumed += 1
+            elif b.id in p.verdicts:
+                decided.append(verdict_line(b, cfg, *p.verdicts[b.id], ro))
+            else:
+                todo.append(Job(b, ro))
+        if on_start is not None:
+            on_start(len(p.bundles), resumed)
+
+        def record(line: dict[str, Any]) -> None:
+            nonlocal probed
+            log.append(line)
+            probed += 1
+            if on_result is not None:
+                on_result(line)
+
+        for line in decided:
+            record(line)
+        stop = threading.Event()
+        try:
+            ex.run(todo, cfg, record, on_retry=on_retry, stop=stop)
+        finally:
+            if isinstance(ex, RayExecutor) and executor is None:
+                ex.shutdown()
+        wall = time.monotonic() - t0
+        run_info = {
+            "task_root": str(req.task_root),
+            "run_dir": str(run_dir),
+            "probed": probed,
+            "resumed": resumed,
+            "wall_s": round(wall, 3),
+            "tasks_per_hour": round(probed / wall * 3600, 1) if probed and wall > 0 else None,
+            "repeats": req.repeats,
+            "concurrency": req.concurrency,
+            "executor": ex.name,
+            "state_fidelity": req.state_fidelity,
+        }
+        doc = build_receipt(image_ref=req.image, image_id=image_id, task_ids=[b.id for b in p.bundles],
+                            lines=log.latest, run_info=run_info)
+    if req.receipt is not None:
+        from shinken.cli.common import write_json
+
+        write_json(Path(req.receipt), doc)
+    return doc

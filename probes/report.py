@@ -1,0 +1,64 @@
+"""The final probe receipt (`--receipt PATH`): kept ids, dropped ids with reasons, every
+task's receipt line and a summary, built from the receipt log so a resumed run ends with
+the same document as an uninterrupted one."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime, timezone
+from typing import Any
+
+from shinken.probes.runner import REASONS
+from shinken.schemas import validation_error
+
+SCHEMA = "shinken.probe/1"
+
+
+def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: dict[str, dict[str, Any]],
+                  run_info: dict[str, Any]) -> dict[str, Any]:
+    """`lines` maps task id -> its final receipt line; `task_ids` fixes the order."""
+    tasks = [lines[t] for t in task_ids if t in lines]
+    kept = [ln["task_id"] for ln in tasks if ln["outcome"] == "kept"]
+    dropped = [{"id": ln["task_id"], "reason": ln["reason"], "detail": ln["detail"]}
+               for ln in tasks if ln["outcome"] == "dropped"]
+    by_reason = Counter(d["reason"] for d in dropped)
+    summary: dict[str, Any] = {
+        "total": len(tasks),
+        "kept": len(kept),
+        "dropped": len(dropped),
+        "by_reason": {r: by_reason[r] for r in REASONS if by_reason[r]},
+        "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),
+        "fork_s": round(sum(sum(ln["timings"]["fork_s"]) for ln in tasks), 3),
+        "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
+        "infra_retries": sum(max(0, ln["attempts"] - 1) for ln in tasks if ln["reason"] != "infra_error")
+        + sum(ln["attempts"] for ln in tasks if ln["reason"] == "infra_error"),
+        "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    run_info = dict(run_info)
+    task_root = str(run_info.pop("task_root", ""))
+    run_dir = str(run_info.pop("run_dir", ""))
+    summary.update(run_info)
+    doc = {
+        "schema": SCHEMA,
+        "image": {"ref": image_ref, "id": image_id},
+        "task_root": task_root,
+        "run_dir": run_dir,
+        "kept": kept,
+        "dropped": dropped,
+        "tasks": tasks,
+        "summary": summary,
+    }
+    err = validation_error("probe_receipt", doc)
+    if err is not None:  # our bug: never write a receipt readers would reject
+        raise ValueError(f"probe receipt violates probe_receipt schema: {err}")
+    return doc
+
+
+def decision_view(doc: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on how a run was executed (resumed, local or Ray): kept,
+    dropped with reasons, and the rewards seen."""
+    return {
+        "kept": doc["kept"],
+        "dropped": [(d["id"], d["reason"]) for d in doc["dropped"]],
+        "rewards": {t["task_id"]: t["rewards"] for t in doc["tasks"]},
+    }

@@ -1,0 +1,376 @@
+"""Probe one task: build (or reuse) its golden, then K no-op forks (fork, post-fork
+replay, postconfig, reward) and optional rollout replays. Pure of any executor: the
+local thread pool and Ray both call `probe_task` and get a plain dict back (a receipt
+line). Infrastructure failures are retried here and never counted against the task."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import orjson
+
+from shinken.bundles.model import Bundle
+from shinken.probes.receipts import LINE_SCHEMA
+
+REASONS = (
+    "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
+    "blocked", "defective", "fidelity", "infra_error", "replay_mismatch",
+)
+REWARD_TOLERANCE = 1e-6  # rewards are printed with a few decimals; equal means equal to this
+MAX_PARALLEL_FORKS = 4  # no-op forks of one task run side by side (they are independent)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One recorded rollout to replay: its tool calls in order and the reward it got."""
+
+    index: int  # position in the rollouts file (0-based line of this task's rollouts)
+    task_id: str
+    calls: tuple[ToolCall, ...]
+    reward: float | None
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    image: str  # the ref the user passed; forks use it, receipts record its id
+    image_id: str
+    repeats: int = 2
+    retries: int = 3
+    accept_filesystem: bool = False
+    reward_timeout: float = 120.0
+    setup_timeout: float = 600.0
+    run_id: str | None = None
+    engine_wait_s: float = 90.0  # how long a retry waits for a restarted engine to answer
+    backoff_s: float = 1.0
+
+    def config_hash(self, rollouts: tuple[Rollout, ...] = ()) -> str:
+        """Hash of the settings a result depends on (not concurrency or retries)."""
+        doc = {
+            "repeats": self.repeats,
+            "accept_filesystem": self.accept_filesystem,
+            "reward_timeout": self.reward_timeout,
+            "rollouts": [[r.index, r.reward, [[c.name, c.arguments] for c in r.calls]] for r in rollouts],
+        }
+        return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+class _Verdict(Exception):
+    """Internal: the task is decided (dropped for `reason`)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class _Attempt:
+    rewards: list[float | None] = field(default_factory=list)
+    fork_s: list[float] = field(default_factory=list)
+    reward_s: list[float] = field(default_factory=list)
+    replay: list[dict[str, Any]] = field(default_factory=list)
+    replay_s: float = 0.0
+    golden_build_s: float = 0.0
+    golden_reused: bool = False
+    golden_tag: str | None = None
+    lost_processes: list[str] = field(default_factory=list)
+    deviation: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _tail(text: str, n: int = 300) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+def is_infra(exc: BaseException) -> bool:
+    """Engine trouble rather than task trouble. The sandbox maps Docker failures to
+    InfraError; raw SDK/transport errors that slip through count as infra too, so an
+    engine hiccup can never drop a task."""
+    from shinken.sandbox.api import InfraError
+
+    if isinstance(exc, InfraError):
+        return True
+    try:
+        import docker.errors
+        import requests.exceptions
+
+        return isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException,
+                                ConnectionError))
+    except ImportError:  # pragma: no cover
+        return isinstance(exc, ConnectionError)
+
+
+def wait_for_engine(deadline_s: float, stop: threading.Event | None = None) -> bool:
+    """Block until the Docker engine (DOCKER_HOST) answers a ping or the time is up."""
+    import docker
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if stop is not None and stop.is_set():
+            return False
+        try:
+            client = docker.from_env(timeout=5)
+            try:
+                if client.ping():
+                    return True
+            finally:
+                client.close()
+        except Exception:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, *, reason: str | None,
+          detail: str, att: _Attempt | None, attempts: int, infra_errors: list[str], total_s: float) -> dict[str, Any]:
+    att = att or _Attempt()
+    return {
+        "schema": LINE_SCHEMA,
+        "task_id": bundle_id,
+        "bundle_hash": bundle_hash,
+        "image_id": cfg.image_id,
+        "image_ref": cfg.image,
+        "config_hash": config_hash,
+        "outcome": "dropped" if reason else "kept",
+        "reason": reason,
+        "detail": detail,
+        "rewards": att.rewards,
+        "reward_deviation": att.deviation,
+        "replay": att.replay,
+        "timings": {
+            "golden_build_s": round(att.golden_build_s, 4),
+            "golden_reused": att.golden_reused,
+            "fork_s": [round(x, 4) for x in att.fork_s],
+            "reward_s": [round(x, 4) for x in att.reward_s],
+            "replay_s": round(att.replay_s, 4),
+            "total_s": round(total_s, 4),
+        },
+        "attempts": attempts,
+        "infra_errors": infra_errors,
+        "lost_processes": att.lost_processes,
+        "golden": att.golden_tag,
+        "node": socket.gethostname(),
+        "finished_at": _now(),
+    }
+
+
+def verdict_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
+                 rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]:
+    """A receipt for a task decided without touching Docker (defective, blocked)."""
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts), reason=reason, detail=detail,
+                 att=None, attempts=0, infra_errors=[], total_s=0.0)
+
+
+def _check_reward(rr: Any, what: str) -> float:
+    if rr.error == "timeout":
+        raise _Verdict("reward_timeout", f"{what}: reward.py did not finish in time; {_tail(rr.output_tail)}")
+    if rr.error is not None or rr.reward is None:
+        raise _Verdict("reward_error", f"{what}: {rr.error or 'no reward'} (exit {rr.exit_code}); {_tail(rr.output_tail)}")
+    return float(rr.reward)
+
+
+def _noop_probe(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, k: int) -> tuple[float, float, Any]:
+    """One no-op probe on its own fork: fork (with post-fork replay), postconfig + reward."""
+    from shinken.sandbox.api import SetupError
+
+    t0 = time.monotonic()
+    try:
+        fork = provider.fork(golden)
+    except SetupError as exc:
+        raise _Verdict("setup_error", f"post-fork replay (fork {k}): {_setup_detail(exc)}") from None
+    try:
+        fork_s = time.monotonic() - t0
+        t1 = time.monotonic()
+        rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
+        return fork_s, time.monotonic() - t1, rr
+    except SetupError as exc:  # postconfig failed
+        raise _Verdict("setup_error", f"postconfig (fork {k}): {_setup_detail(exc)}") from None
+    finally:
+        fork.close()
+
+
+def _setup_detail(exc: BaseException) -> str:
+    parts = [str(exc)]
+    tail = getattr(exc, "output_tail", None)
+    if tail:
+        parts.append(_tail(tail, 200))
+    return "; ".join(p for p in parts if p)
+
+
+def _replay(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, ro: Rollout) -> dict[str, Any]:
+    """Replay a recorded rollout on a fresh fork through the workspace server's own tool
+    implementation, then score it."""
+    from shinken.computer.tools import new_context, run_tool
+    from shinken.sandbox.api import SetupError
+
+    try:
+        fork = provider.fork(golden)
+    except SetupError as exc:
+        raise _Verdict("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
+    ctx = None
+    try:
+        ctx = new_context(fork)
+        for call in ro.calls:
+            run_tool(ctx, call.name, call.arguments)
+        try:
+            rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
+        except SetupError as exc:
+            raise _Verdict("setup_error", f"postconfig (replay {ro.index}): {_setup_detail(exc)}") from None
+        err = rr.error if rr.error is not None else (None if rr.reward is not None else "no reward")
+        match = (err is None and ro.reward is not None and abs(float(rr.reward) - ro.reward) <= REWARD_TOLERANCE)
+        return {"rollout": ro.index, "recorded": ro.reward, "reward": rr.reward, "match": bool(match),
+                "calls": len(ro.calls), "error": err}
+    finally:
+        close = getattr(ctx, "close", None)
+        if callable(close):
+            close()
+        fork.close()
+
+
+def _attempt(provider: Any, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
+    from shinken.sandbox.api import FidelityError, SetupError
+
+    t0 = time.monotonic()
+    try:
+        golden = provider.ensure_golden(bundle, cfg.image, accept_filesystem=cfg.accept_filesystem,
+                                        setup_timeout=cfg.setup_timeout)
+    except FidelityError as exc:
+        raise _Verdict("fidelity", str(exc) or "task needs process-memory state; pass --state-fidelity filesystem") from None
+    except SetupError as exc:
+        raise _Verdict("setup_error", _setup_detail(exc)) from None
+    att.golden_build_s = time.monotonic() - t0
+    att.golden_reused = bool(getattr(golden, "reused", False))
+    att.golden_tag = getattr(golden, "tag", None)
+    att.lost_processes = list(getattr(golden, "lost_processes", []) or [])
+
+    k = max(1, cfg.repeats)
+    with ThreadPoolExecutor(max_workers=min(k, MAX_PARALLEL_FORKS), thread_name_prefix="fork") as pool:
+        futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i) for i in range(k)]
+        results = []
+        first_exc: BaseException | None = None
+        for f in futures:  # wait for all, so no fork outlives this attempt
+            try:
+                results.append(f.result())
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                first_exc = first_exc or exc
+    # An infra failure anywhere voids the attempt, even if another fork saw a task error.
+    infra = next((f.exception() for f in futures if f.exception() is not None and is_infra(f.exception())), None)
+    if infra is not None:
+        raise infra
+    if first_exc is not None:
+        raise first_exc
+    for i, (fork_s, reward_s, rr) in enumerate(results):
+        att.fork_s.append(fork_s)
+        att.reward_s.append(reward_s)
+        att.rewards.append(rr.reward)
+        att.deviation = att.deviation or rr.deviation
+    for i, (_, _, rr) in enumerate(results):
+        _check_reward(rr, f"untouched state, fork {i}")
+    values = [float(r) for r in att.rewards]
+    if max(values) - min(values) > REWARD_TOLERANCE:
+        raise _Verdict("nondeterministic", f"{k} forks of the same golden scored {values}")
+    if values[0] >= 1.0 - REWARD_TOLERANCE:
+        raise _Verdict("zero_signal", f"the untouched state already scores {values[0]}; no learning signal")
+
+    t1 = time.monotonic()
+    for ro in rollouts:
+        rec = _replay(provider, golden, bundle, cfg, ro)
+        att.replay.append(rec)
+    att.replay_s = time.monotonic() - t1
+    bad = [r for r in att.replay if not r["match"]]
+    if bad:
+        r = bad[0]
+        why = f"error {r['error']}" if r["error"] else f"scored {r['reward']}"
+        raise _Verdict("replay_mismatch",
+                       f"{len(bad)}/{len(att.replay)} replays differ; rollout {r['rollout']} recorded {r['recorded']}, {why}")
+
+
+ProviderFactory = Callable[[], Any]
+
+
+def default_provider_factory(run_id: str | None) -> ProviderFactory:
+    def make() -> Any:
+        from shinken.sandbox.docker_provider import DockerProvider
+
+        return DockerProvider(run_id=run_id)
+    return make
+
+
+def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] = (),
+               provider_factory: ProviderFactory | None = None,
+               stop: threading.Event | None = None,
+               on_retry: Callable[[str, int, str], None] | None = None) -> dict[str, Any]:
+    """Probe one task and return its receipt line. Never raises for task or engine
+    trouble: the outcome says what happened."""
+    config_hash = cfg.config_hash(rollouts)
+    if not bundle.ok:
+        fatal = next(d for d in bundle.defects if d.fatal)
+        return verdict_line(bundle, cfg, "defective", f"{fatal.code}: {fatal.detail}", rollouts)
+    factory = provider_factory or default_provider_factory(cfg.run_id)
+    t_start = time.monotonic()
+    infra_errors: list[str] = []
+    attempts = 0
+    att = _Attempt()
+    while True:
+        attempts += 1
+        att = _Attempt()
+        provider = None
+        try:
+            provider = factory()
+            _attempt(provider, bundle, cfg, rollouts, att)
+            reason, detail = None, _kept_detail(att)
+        except _Verdict as v:
+            reason, detail = v.reason, v.detail
+        except BaseException as exc:  # noqa: BLE001 - classified right here
+            if not is_infra(exc):
+                raise
+            infra_errors.append(f"{type(exc).__name__}: {_tail(str(exc), 200)}")
+            if attempts > cfg.retries or (stop is not None and stop.is_set()):
+                reason, detail = "infra_error", f"engine failed {attempts} time(s); last: {infra_errors[-1]}"
+            else:
+                if on_retry is not None:
+                    on_retry(bundle.id, attempts, infra_errors[-1])
+                time.sleep(min(cfg.backoff_s * 2 ** (attempts - 1), 15.0))
+                wait_for_engine(cfg.engine_wait_s, stop)
+                continue
+        finally:
+            if provider is not None:
+                try:
+                    provider.close()
+                except Exception:  # noqa: BLE001 - an engine that is gone cannot clean up; gc will
+                    pass
+        return _line(bundle.id, bundle.bundle_hash, cfg, config_hash, reason=reason, detail=detail, att=att,
+                     attempts=attempts, infra_errors=infra_errors, total_s=time.monotonic() - t_start)
+
+
+def _kept_detail(att: _Attempt) -> str:
+    s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} fork(s)"
+    if att.replay:
+        s += f"; {len(att.replay)} replay(s) reproduce"
+    if att.lost_processes:
+        s += f"; not recreated after fork: {', '.join(att.lost_processes)}"
+    return s
+
+
+def infra_line(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], attempts: int,
+               detail: str) -> dict[str, Any]:
+    """A receipt for a task the infrastructure never let us decide (retried next run)."""
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts), reason="infra_error",
+                 detail=detail, att=None, attempts=attempts, infra_errors=[detail[:200]], total_s=0.0)
