@@ -54,9 +54,23 @@ def _table(title: str, items: list[Any]) -> Table:
         table.add_column(col, overflow="fold", justify="right" if col == "size" else "left")
     for it in items:
         kind = it.kind if it.resource != "image" else f"{it.kind} image"
-        table.add_row(kind, _short(it.id, it.resource), it.task or "-", it.owner or "-", it.reason,
+        table.add_row(kind, _short(it.id, it.resource), it.task or "-", _owner(it.owner), it.reason,
                       _human_bytes(it.bytes))
     return table
+
+
+def _owner(label: str | None) -> str:
+    from shinken.sandbox.ownership import Owner
+
+    owner = Owner.parse(label) if label else None
+    if owner is None:
+        return label or "-"
+    return f"pid {owner.pid}" if owner.is_local() else f"pid {owner.pid}@{owner.host}"
+
+
+def _print_table(table: Table) -> None:
+    # Piped output (no terminal) gets room instead of 80 folded columns, so it stays greppable.
+    common.out.print(table, width=None if common.out.is_terminal else 240)
 
 
 def _docker_client() -> Any:
@@ -89,15 +103,20 @@ def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, in
     items = gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
                                 label_filter=label_filter or None)
     do_it = force
-    if all_ and not force and items:
-        common.err.print(_table("--all: would reclaim, ignoring whether owners are alive", items))
+    prompted = all_ and not force and bool(items)
+    if prompted:
+        # The list comes first so the question is about something the user has seen; with
+        # --json stdout is reserved for the report, so the list goes to stderr.
+        title = "--all: would reclaim, whether or not owners are alive"
+        if as_json:
+            common.err.print(_table(title, items))
+        else:
+            _print_table(_table(title, items))
         try:
             do_it = click.confirm(f"Reclaim these {len(items)} resources, even ones live processes may own?",
                                   default=False, err=True)
-        except click.Abort:
+        except click.Abort:  # no answer (stdin closed): the safe one
             do_it = False
-        if not do_it:
-            common.err.print("nothing reclaimed")
 
     reclaimed, failed = gc.reclaim(client, items) if do_it else ([], [])
     doc = {
@@ -113,14 +132,15 @@ def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, in
     if as_json:
         common.print_json(doc)
     elif not do_it:
-        if items:
-            common.out.print(_table("would reclaim (dry run; --force to reclaim)", items))
+        if items and not prompted:
+            _print_table(_table("would reclaim (dry run; --force to reclaim)", items))
+    elif reclaimed:
+        _print_table(_table("reclaimed", reclaimed))
+    if not do_it:
         total = sum(i.bytes or 0 for i in items)
-        common.err.print(f"{len(items)} reclaimable, {_human_bytes(total)}"
-                         + ("; run again with --force to reclaim" if items else ""))
+        hint = "nothing reclaimed" if prompted else "run again with --force to reclaim"
+        common.err.print(f"{len(items)} reclaimable, {_human_bytes(total)}" + (f"; {hint}" if items else ""))
     else:
-        if reclaimed:
-            common.out.print(_table("reclaimed", reclaimed))
         total = sum(i.bytes or 0 for i in reclaimed)
         common.err.print(f"reclaimed {len(reclaimed)} of {len(items)}, {_human_bytes(total)} freed")
 
@@ -149,4 +169,6 @@ def register(app: typer.Typer) -> None:
         code = run_gc(force=force, as_json=as_json, all_=all_, older_than=older_than,
                       include_goldens=include_goldens, labels=label or [])
         if code:
-            raise typer.Exit(code)
+            # An error (not typer.Exit): cli.main runs click with standalone_mode=False, which
+            # turns typer.Exit into a return value that would be lost.
+            raise ShinkenError("some reclaimable resources could not be removed (listed above)", exit_code=code)

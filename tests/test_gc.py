@@ -1,0 +1,389 @@
+"""`shinken gc` against the real Docker engine: processes holding forks are SIGKILLed and
+gc must find exactly their leftovers, and nothing a live process (or nobody) owns.
+
+Every resource a test makes carries a per-test label `shinken-gctest=<uuid>` and every gc
+call is scoped with `--label` to it, so the shared daemon's other resources are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from shinken.sandbox import gc
+from shinken.sandbox.ownership import LABEL_CREATED, LABEL_LEASE, Owner, _proc_start_ticks, labels_for
+from shinken.schemas import check_with_jsonschema
+
+pytestmark = pytest.mark.docker
+
+BASE = "shinken/base-bookworm:latest"  # tiny, no python; `sleep infinity` works
+TEST_LABEL = "shinken-gctest"
+SHINKEN = Path(sys.executable).with_name("shinken")
+
+# A stand-in for a probe run / server: makes labelled resources the way shinken's sandbox
+# does (labels_for), reports them on stdout, then holds them until it is killed.
+# (Plain Docker SDK: the DockerProvider needs a built sandbox image and a bundle for a
+# golden, which would cost minutes per test; the labels and ownership are the same.)
+HOLDER = textwrap.dedent(
+    """
+    import json, sys, time
+    import docker
+    from shinken.sandbox.ownership import Owner, labels_for
+    from shinken.sandbox.gc import make_temp_dir
+
+    cfg = json.loads(sys.argv[1])
+    client = docker.from_env()
+    extra = {cfg["label_key"]: cfg["label_value"]}
+    out = {"owner": Owner.current().label(), "containers": [], "images": [], "tempdirs": []}
+
+    def run(image, kind):
+        c = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True,
+                                  network_mode="none", cap_drop=["ALL"],
+                                  labels=labels_for(kind, task=cfg["task"], extra=extra))
+        out["containers"].append(c.id)
+
+    for _ in range(cfg.get("forks", 0)):
+        run(cfg["base"], "fork")
+    for _ in range(cfg.get("pool", 0)):
+        run(cfg["base"], "pool")
+    if cfg.get("golden"):
+        build = client.containers.create(cfg["base"], ["true"], labels=labels_for("build", task=cfg["task"], extra=extra))
+        image = build.commit(repository="shinken-gctest/golden", tag=cfg["label_value"][:12] + "-" + cfg["task"],
+                             conf={"Labels": labels_for("golden", task=cfg["task"], extra=extra)})
+        build.remove()
+        out["images"].append(image.id)
+        for _ in range(cfg.get("golden_forks", 0)):
+            run(image.id, "fork")
+    if cfg.get("tempdir"):
+        d = make_temp_dir(labels=extra)
+        (d / "half-written-receipt.json.tmp").write_text("{" * 1000)
+        out["tempdirs"].append(str(d))
+    print(json.dumps(out), flush=True)
+    while True:
+        time.sleep(60)
+    """
+)
+
+
+@pytest.fixture()
+def scope(docker_client, tmp_path, monkeypatch):
+    """A private label value and runtime root; removes everything carrying the label afterwards."""
+    value = uuid.uuid4().hex
+    runtime = tmp_path / "runtime"
+    monkeypatch.setenv("SHINKEN_RUNTIME_DIR", str(runtime))
+    procs: list[subprocess.Popen] = []
+    s = {"value": value, "label": f"{TEST_LABEL}={value}", "runtime": runtime, "procs": procs,
+         "script": tmp_path / "holder.py"}
+    s["script"].write_text(HOLDER)
+    yield s
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    flt = {"label": [f"{TEST_LABEL}={value}"]}
+    for c in docker_client.api.containers(all=True, filters=flt):
+        docker_client.api.remove_container(c["Id"], force=True)
+    for i in docker_client.api.images(filters=flt):
+        docker_client.api.remove_image(i["Id"], force=True)
+
+
+def start_holder(scope, task: str, **cfg) -> tuple[subprocess.Popen, dict]:
+    cfg = {"label_key": TEST_LABEL, "label_value": scope["value"], "task": task, "base": BASE, **cfg}
+    p = subprocess.Popen([sys.executable, str(scope["script"]), json.dumps(cfg)], stdout=subprocess.PIPE,
+                         text=True, env={**os.environ, "SHINKEN_RUNTIME_DIR": str(scope["runtime"])})
+    scope["procs"].append(p)
+    line = p.stdout.readline()
+    assert line, f"holder for {task} exited with {p.wait()}"
+    return p, json.loads(line)
+
+
+def kill9(p: subprocess.Popen) -> None:
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+
+
+def shinken_gc(scope, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SHINKEN), "gc", "--label", scope["label"], *args], capture_output=True, text=True,
+                          input=input, timeout=120,
+                          env={**os.environ, "SHINKEN_RUNTIME_DIR": str(scope["runtime"])})
+
+
+def gc_json(scope, *args: str, expect_rc: int = 0) -> dict:
+    r = shinken_gc(scope, "--json", *args)
+    assert r.returncode == expect_rc, r.stderr
+    doc = json.loads(r.stdout)
+    assert check_with_jsonschema("gc", doc) == []
+    return doc
+
+
+def ids(items: list[dict]) -> set[str]:
+    return {i["id"] for i in items}
+
+
+def exists(client, container_id: str) -> bool:
+    try:
+        client.api.inspect_container(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def image_exists(client, image_id: str) -> bool:
+    try:
+        client.api.inspect_image(image_id)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def dead_owner() -> Owner:
+    """The owner label of a process that really ran on this host and has exited."""
+    p = subprocess.Popen(["sleep", "30"])
+    ticks = _proc_start_ticks(p.pid)
+    p.kill()
+    p.wait()
+    return Owner(socket.gethostname(), p.pid, ticks)
+
+
+def make_container(client, scope, labels: dict[str, str] | None, image: str = BASE) -> str:
+    c = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
+                              labels={TEST_LABEL: scope["value"], **(labels or {})})
+    return c.id
+
+
+def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_client, scope):
+    live_proc, live = start_holder(scope, "task-live", forks=2, tempdir=True)
+    dead_proc, dead = start_holder(scope, "task-dead", forks=2, pool=1, tempdir=True)
+    unlabeled = make_container(docker_client, scope, None)  # only the test's own label
+    untouched_total = docker_client.containers.run(BASE, ["sleep", "infinity"], detach=True, init=True,
+                                                   network_mode="none", labels={TEST_LABEL: scope["value"] + "-x"})
+    try:
+        # while both live, nothing is reclaimable
+        assert gc_json(scope)["reclaimable"] == []
+        kill9(dead_proc)
+
+        doc = gc_json(scope)
+        expected = set(dead["containers"]) | set(dead["tempdirs"])
+        assert ids(doc["reclaimable"]) == expected
+        assert doc["dry_run"] is True and doc["reclaimed"] == [] and doc["failed"] == []
+        by_id = {i["id"]: i for i in doc["reclaimable"]}
+        for cid in dead["containers"]:
+            assert by_id[cid]["resource"] == "container"
+            assert by_id[cid]["task"] == "task-dead" and by_id[cid]["owner"] == dead["owner"]
+            assert "has exited" in by_id[cid]["reason"]
+        assert sorted(i["kind"] for i in doc["reclaimable"]) == ["fork", "fork", "pool", "tempdir"]
+        assert by_id[dead["tempdirs"][0]]["bytes"] >= 1000
+        assert all(exists(docker_client, c) for c in dead["containers"])  # dry run removed nothing
+
+        table = shinken_gc(scope)
+        assert table.returncode == 0, table.stderr
+        for cid in dead["containers"]:
+            assert cid[:12] in table.stdout
+        assert not any(cid[:12] in table.stdout for cid in live["containers"] + [unlabeled])
+        assert "has exited" in table.stdout and f"pid {dead_proc.pid}" in table.stdout
+        assert "4 reclaimable" in table.stderr
+
+        # unscoped dry run on the shared daemon: never lists unlabelled containers
+        r = subprocess.run([str(SHINKEN), "gc", "--json"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not ids(json.loads(r.stdout)["reclaimable"]) & {unlabeled, untouched_total.id}
+
+        done = gc_json(scope, "--force")
+        assert ids(done["reclaimed"]) == expected and done["failed"] == [] and done["dry_run"] is False
+        assert not any(exists(docker_client, c) for c in dead["containers"])
+        assert not Path(dead["tempdirs"][0]).exists()
+        assert list((scope["runtime"] / "tempdirs").glob("*.json")) != []  # the live holder's entry stays
+        assert all(docker_client.api.inspect_container(c)["State"]["Running"] for c in live["containers"])
+        assert Path(live["tempdirs"][0], ".shinken-owner").read_text().strip() == live["owner"]
+        assert docker_client.api.inspect_container(unlabeled)["State"]["Running"]
+        assert live_proc.poll() is None
+
+        assert gc_json(scope)["reclaimable"] == []  # idempotent: nothing left to do
+    finally:
+        untouched_total.remove(force=True)
+
+
+def test_reused_pid_is_dead_and_current_owner_alive(docker_client, scope):
+    me = Owner.current()
+    reused = Owner(me.host, me.pid, str(int(me.start) + 1))  # this pid, another start time
+    gone = dead_owner()
+    c_reused = make_container(docker_client, scope, labels_for("fork", task="t", owner=reused))
+    c_gone = make_container(docker_client, scope, labels_for("fork", task="t", owner=gone))
+    c_live = make_container(docker_client, scope, labels_for("fork", task="t", owner=me))
+
+    doc = gc_json(scope)
+    by_id = {i["id"]: i for i in doc["reclaimable"]}
+    assert set(by_id) == {c_reused, c_gone}
+    assert "another process" in by_id[c_reused]["reason"]
+    assert "has exited" in by_id[c_gone]["reason"]
+    assert c_live not in by_id
+
+
+def test_remote_owner_decided_by_lease(docker_client, scope):
+    remote = Owner("some-other-host.example", 4242, "77")
+    now = int(time.time())
+    expired = make_container(docker_client, scope, labels_for("fork", owner=remote, extra={LABEL_LEASE: str(now - 120)}))
+    valid = make_container(docker_client, scope, labels_for("fork", owner=remote, extra={LABEL_LEASE: str(now + 3600)}))
+    no_lease = make_container(docker_client, scope, labels_for("fork", owner=remote))
+
+    by_id = {i["id"]: i for i in gc_json(scope)["reclaimable"]}
+    assert set(by_id) == {expired}
+    assert "lease" in by_id[expired]["reason"] and "expired" in by_id[expired]["reason"]
+    assert valid not in by_id and no_lease not in by_id
+
+
+def test_goldens_only_with_include_goldens_and_never_while_held(docker_client, scope):
+    dead_proc, dead = start_holder(scope, "gold", golden=True, golden_forks=1)
+    kill9(dead_proc)
+    golden = dead["images"][0]
+    # a second golden of the same dead owner, still used by a live process's fork
+    build = docker_client.containers.create(BASE, ["true"], labels={TEST_LABEL: scope["value"]})
+    held = build.commit(repository="shinken-gctest/held", tag=scope["value"][:12],
+                        conf={"Labels": labels_for("golden", task="held", owner=Owner.parse(dead["owner"]),
+                                                   extra={TEST_LABEL: scope["value"]})})
+    build.remove()
+    live_fork = make_container(docker_client, scope, labels_for("fork", task="held"), image=held.id)
+
+    without = gc_json(scope)
+    assert ids(without["reclaimable"]) == set(dead["containers"])  # the fork, not the image
+
+    with_goldens = gc_json(scope, "--include-goldens")
+    by_id = {i["id"]: i for i in with_goldens["reclaimable"]}
+    assert set(by_id) == set(dead["containers"]) | {golden}
+    assert by_id[golden]["resource"] == "image" and by_id[golden]["kind"] == "golden"
+    assert by_id[golden]["bytes"] is not None
+    assert held.id not in by_id  # a live fork uses it
+
+    done = gc_json(scope, "--force", "--include-goldens")
+    assert ids(done["reclaimed"]) == set(dead["containers"]) | {golden} and done["failed"] == []
+    assert not image_exists(docker_client, golden)
+    assert image_exists(docker_client, held.id)
+    assert docker_client.api.inspect_container(live_fork)["State"]["Running"]
+
+
+def test_removal_failure_is_reported_with_nonzero_exit(docker_client, scope):
+    owner = dead_owner()
+    golden = docker_client.containers.create(BASE, ["true"], labels={TEST_LABEL: scope["value"]})
+    image = golden.commit(repository="shinken-gctest/busy", tag=scope["value"][:12],
+                          conf={"Labels": labels_for("golden", task="busy", owner=owner,
+                                                     extra={TEST_LABEL: scope["value"]})})
+    golden.remove()
+    # `docker run <golden>` by someone else: inherits the golden's labels, adds none of its own
+    user_container = docker_client.containers.run(image.id, ["sleep", "infinity"], detach=True, init=True,
+                                                  network_mode="none")
+
+    # default mode: the image is held by a container gc will not remove, so it is not offered
+    assert gc_json(scope, "--include-goldens")["reclaimable"] == []
+
+    # --all ignores liveness, but Docker still refuses: reported, exit 1, nothing forced
+    r = shinken_gc(scope, "--all", "--force", "--include-goldens", "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert ids(doc["reclaimable"]) == {image.id}  # the user's container is never a candidate
+    assert doc["reclaimed"] == []
+    assert [f["id"] for f in doc["failed"]] == [image.id]
+    assert "in use" in doc["failed"][0]["error"]
+    assert image.id[:19] in r.stderr or image.id in r.stderr
+    assert image_exists(docker_client, image.id)
+    assert docker_client.api.inspect_container(user_container.id)["State"]["Running"]
+    user_container.remove(force=True)
+
+    # the python API reports a bogus id rather than raising
+    bogus = gc.Reclaimable(resource="container", kind="fork", id="0" * 64, task=None, owner=None,
+                           reason="test", bytes=None)
+    reclaimed, failed = gc.reclaim(docker_client, [bogus])
+    assert reclaimed == [] and [f.id for f in failed] == ["0" * 64]
+    assert "No such container" in failed[0].error
+
+
+def test_inherited_labels_do_not_make_a_container_shinkens(docker_client, scope):
+    # `docker commit` of a dead owner's fork, then `docker run` of that image by a person:
+    # the new container carries the fork's labels verbatim but shinken never made it.
+    fork = make_container(docker_client, scope, labels_for("fork", owner=dead_owner()))
+    snap = docker_client.containers.get(fork).commit(repository="shinken-gctest/snap", tag=scope["value"][:12])
+    docker_client.api.remove_container(fork, force=True)
+    person = docker_client.containers.run(snap.id, ["sleep", "infinity"], detach=True, init=True, network_mode="none")
+    try:
+        assert person.id not in ids(gc_json(scope, "--force")["reclaimable"])
+        assert exists(docker_client, person.id)
+    finally:
+        person.remove(force=True)
+        docker_client.api.remove_image(snap.id, force=True)
+
+
+def test_older_than_and_all_prompt(docker_client, scope):
+    labels = labels_for("server", task="old")
+    labels[LABEL_CREATED] = str(int(time.time()) - 7200)
+    old_live = make_container(docker_client, scope, labels)  # owned by this (live) test process
+    new_live = make_container(docker_client, scope, labels_for("fork", task="new"))
+
+    assert gc_json(scope)["reclaimable"] == []
+    by_id = {i["id"]: i for i in gc_json(scope, "--older-than", "1h")["reclaimable"]}
+    assert set(by_id) == {old_live}
+    assert by_id[old_live]["reason"].startswith("older than 1h")
+    assert gc_json(scope, "--older-than", "3h")["reclaimable"] == []
+
+    declined = shinken_gc(scope, "--all", input="n\n")
+    assert declined.returncode == 0, declined.stderr
+    assert "Reclaim these 2" in declined.stderr and "nothing reclaimed" in declined.stderr
+    assert exists(docker_client, old_live) and exists(docker_client, new_live)
+
+    accepted = shinken_gc(scope, "--all", "--json", input="y\n")
+    assert accepted.returncode == 0, accepted.stderr
+    assert ids(json.loads(accepted.stdout)["reclaimed"]) == {old_live, new_live}
+    assert not exists(docker_client, old_live) and not exists(docker_client, new_live)
+
+
+def test_bad_options_are_usage_errors(scope):
+    r = shinken_gc(scope, "--older-than", "soon")
+    assert r.returncode == 2 and "--older-than" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([str(SHINKEN), "gc", "--label", "novalue"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+
+
+def test_temp_dir_registry_only_removes_folders_still_marked(tmp_path):
+    root = tmp_path / "rt"
+    gone = dead_owner()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    gc.register_temp_dir(kept, owner=gone, root=root, labels={"k": "v"})
+    replaced = tmp_path / "replaced"
+    replaced.mkdir()
+    gc.register_temp_dir(replaced, owner=gone, root=root)
+    (replaced / gc.OWNER_MARKER).write_text(Owner.current().label())  # someone else's folder now
+    live = gc.make_temp_dir(root=root)
+    (live / "data").write_bytes(b"x" * 10)
+
+    items = gc.find_reclaimable(None, temp_root=root)
+    by_id = {i.id: i for i in items}
+    assert set(by_id) == {str(kept.resolve()), str(replaced.resolve())}
+    assert by_id[str(replaced.resolve())].entry_only
+    assert [i.id for i in gc.find_reclaimable(None, temp_root=root, label_filter={"k": "v"})] == [str(kept.resolve())]
+
+    reclaimed, failed = gc.reclaim(None, items)
+    assert failed == [] and len(reclaimed) == 2
+    assert not kept.exists()
+    assert replaced.is_dir()  # not ours any more: only the registry entry went
+    assert live.is_dir() and len(list((root / "tempdirs").glob("*.json"))) == 1
+    gc.unregister_temp_dir(live, root=root)
+    assert list((root / "tempdirs").glob("*.json")) == []
+
+
+def test_parse_duration():
+    assert gc.parse_duration("90") == 90
+    assert gc.parse_duration("1h30m") == 5400
+    assert gc.parse_duration("2d") == 172800
+    for bad in ("", "h", "1x", "1h 30m", "-5m"):
+        with pytest.raises(ValueError):
+            gc.parse_duration(bad)
