@@ -130,9 +130,11 @@ def render_line(eid: str, node: Node) -> str:
     parts = [f"[{eid}]", node.role]
     if node.name:
         parts.append(_quote(node.name))
-    if node.value:
+    if node.value and node.value != node.name:  # labels repeat their name as text
         parts.append(f"value={_quote(node.value)}")
     states = [s for s in SHOWN_STATES if s in node.states]
+    if node.states and "enabled" not in node.states and "sensitive" not in node.states and node.role != "application":
+        states.append("disabled")  # AT-SPI reports the positive state; its absence is what matters
     if states:
         parts.append("(" + ", ".join(states) + ")")
     return " ".join(parts)

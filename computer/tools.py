@@ -172,17 +172,18 @@ def _check_gui(res, what: str) -> str | None:
 
 def observe(ctx: ToolContext) -> a11y.Observation:
     """Dump the tree in the guest, assign ids. Raises ToolArgError for an unusable dump."""
-    res = _guest(ctx, ["shinken-a11y-dump", "--showing-only"], timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
+    res = _guest(ctx, ["env", "PYTHONWARNINGS=ignore", "shinken-a11y-dump", "--showing-only"],
+                 timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
     err = _check_gui(res, "reading the accessibility tree")
     if err:
         raise ToolArgError(err.removeprefix("error: "))
     if res.truncated:
         raise ToolArgError("the accessibility tree is too large to read")
-    # Diagnostics may precede the JSON on stderr (combined output): take from the first '{'.
-    text = res.output
-    start = text.find("{")
+    # Output is stdout+stderr combined: warnings may precede the JSON, which is the last line.
+    text = res.output.rstrip()
+    start = text.rfind("\n{")
     try:
-        nodes = a11y.parse_dump(text[start:] if start >= 0 else text)
+        nodes = a11y.parse_dump(text[start + 1:] if start >= 0 else text)
     except a11y.DumpError as exc:
         raise ToolArgError(str(exc)) from None
     return ctx.ids.observe(nodes)

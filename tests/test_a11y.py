@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -11,7 +12,7 @@ from shinken.computer import a11y
 from shinken.computer.tools import TOOL_SCHEMAS, ToolContext, _args, ToolArgError, run_tool
 
 
-def _node(path, role, name="", value="", states=("showing", "visible", "enabled"), bbox=(0, 0, 10, 10),
+def _node(path, role, name="", value="", states=("enabled", "sensitive", "showing", "visible"), bbox=(0, 0, 10, 10),
           app="zenity"):
     parent = path.rsplit("/", 1)[0] if "/" in path else None
     return {"path": path, "parent": parent, "role": role, "name": name, "value": value,
@@ -19,10 +20,10 @@ def _node(path, role, name="", value="", states=("showing", "visible", "enabled"
 
 
 def zenity_dump(value: str = "", focused: bool = False) -> dict:
-    entry_states = ["showing", "visible", "enabled", "editable", "focusable"] + (["focused"] if focused else [])
+    entry_states = ["editable", "enabled", "focusable", "sensitive", "showing", "single-line", "visible"] + (["focused"] if focused else [])
     return {"ok": True, "nodes": [
         _node("0", "application", "zenity", states=()),
-        _node("0/0", "dialog", "Shinken", states=("showing", "visible", "active")),
+        _node("0/0", "dialog", "Shinken", states=("active", "enabled", "sensitive", "showing", "visible")),
         _node("0/0/0", "filler"),
         _node("0/0/0/0", "label", "Your name:"),
         _node("0/0/0/1", "text", "", value, states=entry_states, bbox=(800, 500, 300, 30)),
@@ -31,6 +32,10 @@ def zenity_dump(value: str = "", focused: bool = False) -> dict:
         _node("0/0/0/2/1", "push button", "OK"),
         _node("0/0/0/3", "menu item", "Hidden", states=("enabled",)),  # not showing
     ]}
+
+
+# Captured from shinken-a11y-dump --showing-only with zenity --entry running in the sandbox image.
+REAL_ZENITY = '{"ok": true, "nodes": [{"path": "0", "parent": null, "role": "application", "name": "zenity", "value": null, "states": [], "bbox": null, "app": "zenity", "actions": []}, {"path": "0/0", "parent": "0", "role": "dialog", "name": "Shinken", "value": null, "states": ["active", "enabled", "resizable", "sensitive", "showing", "visible"], "bbox": [863, 480, 196, 144], "app": "zenity", "actions": []}, {"path": "0/0/0", "parent": "0/0", "role": "filler", "name": "", "value": null, "states": ["enabled", "sensitive", "showing", "vertical", "visible"], "bbox": [871, 507, 180, 105], "app": "zenity", "actions": []}, {"path": "0/0/0/0", "parent": "0/0/0", "role": "filler", "name": "", "value": null, "states": ["enabled", "horizontal", "sensitive", "showing", "visible"], "bbox": [877, 513, 168, 57], "app": "zenity", "actions": []}, {"path": "0/0/0/0/0", "parent": "0/0/0/0", "role": "filler", "name": "", "value": null, "states": ["enabled", "sensitive", "showing", "vertical", "visible"], "bbox": [877, 513, 168, 57], "app": "zenity", "actions": []}, {"path": "0/0/0/0/0/0", "parent": "0/0/0/0/0", "role": "label", "name": "Your name:", "value": "Your name:", "states": ["enabled", "multi-line", "sensitive", "showing", "visible"], "bbox": [877, 513, 168, 17], "app": "zenity", "actions": []}, {"path": "0/0/0/0/0/1", "parent": "0/0/0/0/0", "role": "text", "name": "", "value": "", "states": ["editable", "enabled", "focusable", "focused", "sensitive", "showing", "single-line", "visible"], "bbox": [877, 536, 168, 34], "app": "zenity", "actions": ["activate"]}, {"path": "0/0/0/1", "parent": "0/0/0", "role": "filler", "name": "", "value": null, "states": ["enabled", "horizontal", "sensitive", "showing", "visible"], "bbox": [871, 578, 180, 34], "app": "zenity", "actions": []}, {"path": "0/0/0/1/0", "parent": "0/0/0/1", "role": "filler", "name": "", "value": null, "states": ["enabled", "horizontal", "sensitive", "showing", "visible"], "bbox": [871, 578, 180, 34], "app": "zenity", "actions": []}, {"path": "0/0/0/1/0/0", "parent": "0/0/0/1/0", "role": "push button", "name": "Cancel", "value": null, "states": ["enabled", "focusable", "sensitive", "showing", "visible"], "bbox": [875, 578, 86, 34], "app": "zenity", "actions": ["click"]}, {"path": "0/0/0/1/0/1", "parent": "0/0/0/1/0", "role": "push button", "name": "OK", "value": null, "states": ["enabled", "focusable", "is-default", "sensitive", "showing", "visible"], "bbox": [965, 578, 86, 34], "app": "zenity", "actions": ["click"]}], "truncated": false, "elapsed_s": 0.009}'
 
 
 def _ids_by(obs: a11y.Observation, role: str, name: str = "") -> str:
@@ -155,3 +160,22 @@ def test_argument_validation_is_text_not_exception():
     assert run_tool(ctx, "computer_done", {}).startswith("done") and ctx.done
     with pytest.raises(ToolArgError):
         _args("computer_exec", ["ls"])
+
+
+def test_real_zenity_dump_renders_compactly():
+    obs = a11y.IdMap().observe(a11y.parse_dump(REAL_ZENITY))
+    lines = [line.strip() for line in obs.text().splitlines()]
+    assert lines[0] == '[e1] application "zenity"'
+    assert any(re.fullmatch(r'\[e\d+\] label "Your name:" \(multi-line\)', line) for line in lines)  # no repeated value
+    assert any(re.fullmatch(r'\[e\d+\] text \(focused, editable\)', line) for line in lines)
+    assert [line.split("] ", 1)[1] for line in lines[-2:]] == ['push button "Cancel"', 'push button "OK"']
+    assert len(lines) == 6  # five fillers hidden
+    entry = next(eid for eid, n in obs.nodes.items() if n.role == "text")
+    assert obs.nodes[entry].center() == (877 + 84, 536 + 17)
+
+
+def test_missing_enabled_state_renders_disabled():
+    dump = zenity_dump()
+    dump["nodes"][-2]["states"] = ["showing", "visible", "focusable"]  # OK button greyed out
+    text = a11y.IdMap().observe(a11y.parse_dump(dump)).text()
+    assert 'push button "OK" (disabled)' in text and 'push button "Cancel"\n' in text
