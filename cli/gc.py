@@ -70,7 +70,12 @@ def _owner(label: str | None) -> str:
 
 def _print_table(table: Table) -> None:
     # Piped output (no terminal) gets room instead of 80 folded columns, so it stays greppable.
-    common.out.print(table, width=None if common.out.is_terminal else 240)
+    if common.out.is_terminal:
+        common.out.print(table)
+    else:
+        from rich.console import Console
+
+        Console(width=240, highlight=False).print(table)
 
 
 def _docker_client() -> Any:

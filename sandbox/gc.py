@@ -99,6 +99,8 @@ def owner_verdict(labels: Mapping[str, str], now: float | None = None) -> Verdic
         return Verdict("unknown", "owner label missing or unreadable")
     if owner.is_local():
         if owner.is_alive():
+            if _is_zombie(owner.pid):  # killed but not yet reaped by its parent: holds nothing
+                return Verdict("dead", f"owner pid {owner.pid} has exited (zombie, not yet reaped)")
             return Verdict("alive", f"owner pid {owner.pid} is running")
         if _proc_start_ticks(owner.pid) is None:
             return Verdict("dead", f"owner pid {owner.pid} has exited")
@@ -113,6 +115,15 @@ def owner_verdict(labels: Mapping[str, str], now: float | None = None) -> Verdic
     if lease < now:
         return Verdict("dead", f"lease of owner on host {owner.host} expired {format_duration(now - lease)} ago")
     return Verdict("alive", f"lease of owner on host {owner.host} is valid")
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return False
+    return data[data.rindex(b")") + 2 :].split()[:1] == [b"Z"]
 
 
 # ---------------------------------------------------------------- durations
@@ -235,7 +246,8 @@ def _find_containers(client: Any, *, older_than: float | None, all_: bool,
         names = c.get("Names") or []
         found.append(Reclaimable(
             resource="container", kind=labels[LABEL_KIND], id=c["Id"], task=labels.get(LABEL_TASK),
-            owner=labels.get(LABEL_OWNER), reason=reason, bytes=c.get("SizeRw"),
+            owner=labels.get(LABEL_OWNER), reason=reason,
+            bytes=c.get("SizeRw", 0),  # size=True was asked: Docker omits a zero SizeRw
             name=names[0].lstrip("/") if names else None,
         ))
     return found

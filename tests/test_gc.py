@@ -214,19 +214,33 @@ def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_clie
         untouched_total.remove(force=True)
 
 
-def test_reused_pid_is_dead_and_current_owner_alive(docker_client, scope):
+def test_reused_pid_and_zombie_are_dead_current_owner_alive(docker_client, scope):
     me = Owner.current()
     reused = Owner(me.host, me.pid, str(int(me.start) + 1))  # this pid, another start time
     gone = dead_owner()
     c_reused = make_container(docker_client, scope, labels_for("fork", task="t", owner=reused))
     c_gone = make_container(docker_client, scope, labels_for("fork", task="t", owner=gone))
     c_live = make_container(docker_client, scope, labels_for("fork", task="t", owner=me))
+    # killed but not yet reaped: /proc still shows the same pid and start time
+    zombie_proc = subprocess.Popen(["sleep", "30"])
+    zombie = Owner(me.host, zombie_proc.pid, _proc_start_ticks(zombie_proc.pid))
+    c_zombie = make_container(docker_client, scope, labels_for("fork", task="t", owner=zombie))
+    zombie_proc.kill()
+    try:
+        for _ in range(100):  # until the kernel has turned it into a zombie
+            if Path(f"/proc/{zombie_proc.pid}/stat").read_text().split(") ")[1].startswith("Z"):
+                break
+            time.sleep(0.02)
+        assert zombie.is_alive()  # the pid+start check alone would keep its forks
 
-    doc = gc_json(scope)
+        doc = gc_json(scope)
+    finally:
+        zombie_proc.wait()
     by_id = {i["id"]: i for i in doc["reclaimable"]}
-    assert set(by_id) == {c_reused, c_gone}
+    assert set(by_id) == {c_reused, c_gone, c_zombie}
     assert "another process" in by_id[c_reused]["reason"]
     assert "has exited" in by_id[c_gone]["reason"]
+    assert "zombie" in by_id[c_zombie]["reason"]
     assert c_live not in by_id
 
 
