@@ -56,7 +56,7 @@ def register(app: typer.Typer) -> None:
         setup_timeout: Annotated[float, typer.Option("--setup-timeout", min=1, help="Seconds the golden's setup may take.")] = 600.0,
         json_out: JsonFlag = False,
     ) -> None:
-        from shinken.probes.display import ProbeDisplay, final_table, summary_text
+        from shinken.probes.display import ProbeDisplay, dropped_lines, final_table, summary_text
         from shinken.probes.pipeline import ProbeRequest, run_probe
 
         _sigterm_to_interrupt()
@@ -97,6 +97,8 @@ def register(app: typer.Typer) -> None:
             print_json(doc)
         else:
             out.print(final_table(doc))
+            for text in dropped_lines(doc):
+                out.print(text, soft_wrap=True, markup=False)
             out.print(summary_text(doc))
         if doc["summary"]["by_reason"].get("infra_error"):
             err.print("some tasks hit infrastructure failures after every retry; re-run the same command to retry them")

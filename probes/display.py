@@ -79,16 +79,24 @@ def _fmt(xs: list[float]) -> str:
 def final_table(doc: dict[str, Any]) -> Table:
     t = Table(title=f"shinken probe: {doc['summary']['kept']} kept, {doc['summary']['dropped']} dropped "
                     f"of {doc['summary']['total']}", title_justify="left")
-    for col in ("task", "outcome", "reason", "rewards", "golden s", "forks s", "reward s", "detail"):
-        t.add_column(col, overflow="fold")
+    t.add_column("task", overflow="fold")
+    t.add_column("outcome", no_wrap=True)
+    t.add_column("rewards", overflow="fold")
+    for col in ("golden s", "forks s", "reward s"):
+        t.add_column(col, justify="right", no_wrap=True)
     for ln in doc["tasks"]:
         tm = ln["timings"]
-        golden = f"{tm['golden_build_s']:.2f}" + (" (reused)" if tm["golden_reused"] else "")
-        t.add_row(ln["task_id"], ln["outcome"], ln["reason"] or "",
-                  ", ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
-                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]), ln["detail"][:120],
+        golden = f"{tm['golden_build_s']:.2f}" + ("*" if tm["golden_reused"] else "")
+        t.add_row(ln["task_id"], ln["reason"] or "kept",
+                  " ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
+                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]),
                   style="green" if ln["outcome"] == "kept" else None)
+    t.caption = "* golden reused from an earlier build"
     return t
+
+
+def dropped_lines(doc: dict[str, Any]) -> list[str]:
+    return [f"{d['id']}: {d['reason']}: {d['detail']}" for d in doc["dropped"]]
 
 
 def summary_text(doc: dict[str, Any]) -> str:

@@ -44,6 +44,8 @@ class ProbeRequest:
     reward_timeout: float = 120.0
     setup_timeout: float = 600.0
     backoff_s: float = 1.0
+    # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
+    engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
 
 
 @dataclass
@@ -191,7 +193,8 @@ def run_probe(req: ProbeRequest, *, on_start: Callable[[int, int], Any] | None =
     run_dir = Path(req.run_dir) if req.run_dir else default_run_dir(req.task_root, req.image)
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
-                      setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s)
+                      setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
+                      engine_wait_s=req.engine_wait_s)
     ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address)
     probed = 0
     with ReceiptLog(run_dir) as log:

@@ -30,8 +30,8 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
         "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),
         "fork_s": round(sum(sum(ln["timings"]["fork_s"]) for ln in tasks), 3),
         "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
-        "infra_retries": sum(max(0, ln["attempts"] - 1) for ln in tasks if ln["reason"] != "infra_error")
-        + sum(ln["attempts"] for ln in tasks if ln["reason"] == "infra_error"),
+        # attempts lost to engine failures (retried, or final for infra_error tasks)
+        "infra_retries": sum(len(ln.get("infra_errors") or []) for ln in tasks),
         "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     run_info = dict(run_info)

@@ -338,9 +338,19 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
             reason, detail = None, _kept_detail(att)
         except _Verdict as v:
             reason, detail = v.reason, v.detail
-        except BaseException as exc:  # noqa: BLE001 - classified right here
+        except Exception as exc:  # noqa: BLE001 - classified right here
             if not is_infra(exc):
-                raise
+                # A bug in shinken (or the sandbox), not evidence against the task: report it
+                # like an infrastructure failure, which the next run tries again.
+                import traceback
+
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                infra_errors.append(f"internal {type(exc).__name__}: {_tail(str(exc), 200)} "
+                                    f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})")
+                reason, detail = "infra_error", f"internal error, not a task defect: {infra_errors[-1]}"
+                return _line(bundle.id, bundle.bundle_hash, cfg, config_hash, reason=reason, detail=detail,
+                             att=att, attempts=attempts, infra_errors=infra_errors,
+                             total_s=time.monotonic() - t_start)
             infra_errors.append(f"{type(exc).__name__}: {_tail(str(exc), 200)}")
             if attempts > cfg.retries or (stop is not None and stop.is_set()):
                 reason, detail = "infra_error", f"engine failed {attempts} time(s); last: {infra_errors[-1]}"

@@ -122,3 +122,383 @@ def test_rollouts_file_parsing(tmp_path: Path) -> None:
     p.write_text(json.dumps({"reward": 1, "response": {"output": []}}) + "\n")
     with pytest.raises(ShinkenError, match="task_id"):
         load_rollouts(p)
+
+
+# --- end to end on real Docker ------------------------------------------------------------
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from shinken.probes.report import decision_view
+
+IMAGE = os.environ.get("SHINKEN_PROBE_TEST_IMAGE", "shinken/sandbox-linux:latest")
+SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
+FS = {"shinken_state_fidelity": "filesystem"}
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client) -> str:
+    """The linux sandbox image (built once by content hash if missing)."""
+    import docker.errors
+
+    try:
+        return docker_client.images.get(IMAGE).id
+    except docker.errors.ImageNotFound:
+        from shinken.images.build import ensure_image
+
+        return ensure_image("linux")
+
+
+def make_bundle(root: Path, task_id: str, *, reward: str, config: list | None = None, files: dict | None = None,
+                extra: dict | None = None, fidelity: bool = True) -> Path:
+    d = root / task_id
+    d.mkdir(parents=True)
+    task = {"id": task_id, "instruction": f"task {task_id}", "app_type": "os", "config": config or [],
+            "evaluator": {"type": "python", "url": "./reward.py"}, **(FS if fidelity else {}), **(extra or {})}
+    (d / "config.json").write_text(json.dumps(task, indent=1))
+    (d / "reward.py").write_text(reward)
+    for name, text in (files or {}).items():
+        (d / name).write_text(text)
+    return d
+
+
+FILE_REWARD = """import os
+p = "/home/user/{name}"
+ok = os.path.exists(p) and open(p).read().strip() == "{want}"
+print("REWARD: 1.0" if ok else "REWARD: 0.0")
+"""
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+
+
+def _receipt(path: Path) -> dict:
+    doc = json.loads(path.read_text())
+    assert check_with_jsonschema("probe_receipt", doc) == []
+    for t in doc["tasks"]:
+        assert check_with_jsonschema("receipt_line", t) == [], t["task_id"]
+    return doc
+
+
+def _outcomes(doc: dict) -> dict[str, str]:
+    return {t["task_id"]: (t["reason"] or "kept") for t in doc["tasks"]}
+
+
+def _remove_run_containers(client, run_id: str) -> None:
+    """Forks a SIGKILLed probe left behind (ours only: labelled with this run)."""
+    for c in client.containers.list(all=True, filters={"label": f"shinken.run={run_id}"}):
+        try:
+            c.remove(force=True)
+        except Exception:
+            pass
+
+
+def test_demo_bundles(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
+    run_dir, receipt = tmp_path / "run", tmp_path / "receipt.json"
+    args = [str(demo_root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(run_dir),
+            "--state-fidelity", "filesystem", "--repeats", "2", "--concurrency", "2"]
+    r = cli(*args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _receipt(receipt)
+    assert _outcomes(doc) == {
+        SPREADSHEET: "kept", "hello-file": "kept", "zenity-entry": "kept",
+        "zero-signal": "zero_signal", "broken-reward": "reward_error",
+    }
+    assert sorted(doc["kept"]) == sorted([SPREADSHEET, "hello-file", "zenity-entry"])
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    assert by_id["hello-file"]["rewards"] == [0.0, 0.0]
+    assert by_id[SPREADSHEET]["rewards"] == [0.0, 0.0]
+    assert by_id["zero-signal"]["rewards"] == [1.0, 1.0]
+    assert "no_reward_line" in by_id["broken-reward"]["detail"]
+    assert all(len(t["timings"]["fork_s"]) == 2 for t in doc["tasks"] if t["reason"] != "reward_error" or t["rewards"])
+    assert doc["image"]["id"] == sandbox_image and doc["summary"]["probed"] == 5
+    # The same command again settles everything from receipts: nothing is redone.
+    log_before = (run_dir / "receipts.jsonl").read_bytes()
+    r2 = cli(*args, "--json")
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    doc2 = json.loads(r2.stdout)
+    assert doc2["summary"]["resumed"] == 5 and doc2["summary"]["probed"] == 0
+    assert decision_view(doc2) == decision_view(doc)
+    assert (run_dir / "receipts.jsonl").read_bytes() == log_before
+
+
+def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
+    """Bundles covering every outcome the probe decides itself, plus a triage report and
+    recorded rollouts. Returns (expected outcome per task, triage path, rollouts path)."""
+    write_setup = lambda name, text: [  # noqa: E731
+        {"type": "execute", "parameters": {"command": f"rm -f /home/user/{name}; echo setup-{text} > /home/user/setup.txt"}}]
+    make_bundle(root, "g-kept", reward=FILE_REWARD.format(name="out.txt", want="done"), config=write_setup("out.txt", "a"))
+    make_bundle(root, "g-replay-ok", reward=FILE_REWARD.format(name="ok.txt", want="yes"), config=write_setup("ok.txt", "b"))
+    make_bundle(root, "g-replay-bad", reward=FILE_REWARD.format(name="bad.txt", want="yes"), config=write_setup("bad.txt", "c"))
+    make_bundle(root, "g-zero", reward="print('REWARD: 1.0')\n")
+    make_bundle(root, "g-nondet", reward="import random\nprint(f'REWARD: {random.random() * 0.9:.6f}')\n")
+    make_bundle(root, "g-setup", reward="print('REWARD: 0.0')\n",
+                config=[{"type": "execute", "parameters": {"command": "echo failing on purpose; exit 3"}}])
+    make_bundle(root, "g-postfork", reward="print('REWARD: 0.0')\n",
+                extra={"shinken_post_fork": [{"type": "execute", "parameters": {"command": "exit 4"}}]})
+    make_bundle(root, "g-crash", reward="raise RuntimeError('reward blew up')\n")
+    make_bundle(root, "g-slow", reward="import time\ntime.sleep(60)\nprint('REWARD: 0.0')\n")
+    make_bundle(root, "g-blocked", reward="print('REWARD: 0.0')\n")
+    make_bundle(root, "g-fidelity", reward="print('REWARD: 0.0')\n", fidelity=False,
+                extra={"config": [{"type": "launch", "parameters": {"command": ["sleep", "1000"]}}]})
+    d = make_bundle(root, "g-defective", reward="print('REWARD: 0.0')\n")
+    (d / "reward.py").unlink()
+    expected = {
+        "g-kept": "kept", "g-replay-ok": "kept", "g-replay-bad": "replay_mismatch", "g-zero": "zero_signal",
+        "g-nondet": "nondeterministic", "g-setup": "setup_error", "g-postfork": "setup_error",
+        "g-crash": "reward_error", "g-slow": "reward_timeout", "g-blocked": "blocked", "g-fidelity": "fidelity",
+        "g-defective": "defective",
+    }
+    triage = root.parent / "triage.json"
+    triage.write_text(json.dumps({"tasks": [
+        {"id": t, "verdict": "blocked" if t == "g-blocked" else ("defective" if t == "g-defective" else "runnable"),
+         "reasons": [{"code": "missing_app", "detail": "needs an app the image lacks"}] if t == "g-blocked" else []}
+        for t in expected]}))
+    call = lambda name, args: {"type": "function_call", "name": name, "arguments": json.dumps(args), "call_id": name}  # noqa: E731
+    rollouts = root.parent / "rollouts.jsonl"
+    rows = [
+        {"task_id": "g-replay-ok", "reward": 1.0, "response": {"output": [
+            call("computer_exec", {"command": "echo yes > /home/user/ok.txt"}), call("computer_done", {})]}},
+        {"task_id": "g-replay-ok", "reward": 0.0, "response": {"output": [call("computer_done", {})]}},
+        # Recorded as a success, but its tool calls do not produce the file: does not reproduce.
+        {"task_id": "g-replay-bad", "reward": 1.0, "response": {"output": [
+            call("computer_exec", {"command": "echo no > /home/user/bad.txt"})]}},
+    ]
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return expected, triage, rollouts
+
+
+def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    expected, triage, rollouts = _generated_set(root)
+    receipt = tmp_path / "receipt.json"
+    r = cli(str(root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"),
+            "--triage", str(triage), "--replay", str(rollouts), "--repeats", "2", "--concurrency", "2",
+            "--reward-timeout", "3")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _receipt(receipt)
+    assert _outcomes(doc) == expected
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    assert [x["match"] for x in by_id["g-replay-ok"]["replay"]] == [True, True]
+    assert by_id["g-replay-ok"]["replay"][0]["reward"] == 1.0
+    assert by_id["g-replay-bad"]["replay"][0] == {"rollout": 0, "recorded": 1.0, "reward": 0.0, "match": False,
+                                                 "calls": 1, "error": None}
+    assert len(set(by_id["g-nondet"]["rewards"])) == 2
+    assert "missing_app" in by_id["g-blocked"]["detail"]
+    assert by_id["g-defective"]["detail"].startswith("missing_reward")
+    assert set(doc["summary"]["by_reason"]) == set(expected.values()) - {"kept"}
+    assert doc["summary"]["kept"] == 2 and doc["summary"]["dropped"] == len(expected) - 2
+
+
+def _quick_set(root: Path, n: int, tag: str) -> dict[str, str]:
+    """n small CLI tasks (distinct content, so distinct goldens) plus one zero-signal."""
+    expected = {}
+    for i in range(n):
+        tid = f"{tag}-{i}"
+        make_bundle(root, tid, reward=FILE_REWARD.format(name=f"f{i}.txt", want="x"),
+                    config=[{"type": "execute", "parameters": {"command": f"echo {tag} {i} > /home/user/seed.txt"}}])
+        expected[tid] = "kept"
+    make_bundle(root, f"{tag}-zero", reward="print('REWARD: 1.0')\n",
+                config=[{"type": "execute", "parameters": {"command": f"echo {tag} > /home/user/seed.txt"}}])
+    expected[f"{tag}-zero"] = "zero_signal"
+    return expected
+
+
+def _lines(run_dir: Path) -> list[dict]:
+    return read_lines(run_dir / "receipts.jsonl").lines
+
+
+def _wait_for_lines(run_dir: Path, n: int, proc: subprocess.Popen, timeout: float = 300) -> list[dict]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        lines = _lines(run_dir)
+        if len(lines) >= n:
+            return lines
+        if proc.poll() is not None:
+            raise AssertionError(f"probe exited early ({proc.returncode}): {proc.stderr.read()[-3000:]}")
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} receipt lines within {timeout} s")
+
+
+def _popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "shinken.cli.main", "probe", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, **(env or {})},
+                            start_new_session=True)
+
+
+def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_client, tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    expected = _quick_set(root, 5, f"k{os.getpid()}")
+    run_dir, receipt = tmp_path / "probe-kill", tmp_path / "receipt.json"
+    args = [str(root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(run_dir), "--repeats", "2"]
+    proc = _popen(args)
+    try:
+        _wait_for_lines(run_dir, 2, proc)
+        os.killpg(proc.pid, signal.SIGKILL)  # no cleanup, no flush: the worst case
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        _remove_run_containers(docker_client, run_dir.name)
+    before = _lines(run_dir)
+    assert 2 <= len(before) < len(expected), "the kill must land midway"
+    assert not receipt.exists()
+    r = cli(*args, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert _outcomes(doc) == expected
+    after = _lines(run_dir)
+    # Finished tasks were not redone: their lines are untouched and each task has one line.
+    assert after[: len(before)] == before
+    assert sorted(ln["task_id"] for ln in after) == sorted(expected)
+    assert doc["summary"]["resumed"] == len(before)
+    assert doc["summary"]["probed"] == len(expected) - len(before)
+    assert json.loads(receipt.read_text())["kept"] == doc["kept"]
+
+
+# --- a second, private Docker engine that the test may restart ----------------------------------
+
+
+class PrivateDockerd:
+    """A dockerd of our own (own data root, exec root, socket, pidfile, no bridge, own
+    containerd namespace), so restarting it cannot touch the shared engine."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.sock = base / "d.sock"
+        self.host = f"unix://{self.sock}"
+        self.proc: subprocess.Popen | None = None
+        self.log = base / "dockerd.log"
+
+    def start(self) -> None:
+        cmd = ["dockerd", "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
+               "-H", self.host, "--pidfile", str(self.base / "d.pid"), "--bridge=none", "--iptables=false",
+               "--ip-masq=false", "--containerd-namespace", "shinken-h6-test",
+               "--containerd-plugins-namespace", "shinken-h6-test-plugins"]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            if subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode == 0:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.3)
+        raise AssertionError(f"private dockerd did not start: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()  # our own pid, never a name match
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture()
+def private_dockerd(sandbox_image: str):
+    base = Path(f"/tmp/shk-h6-{os.getpid()}-{int(time.time())}")  # short: unix socket paths are capped at 108 bytes
+    base.mkdir(parents=True)
+    d = PrivateDockerd(base)
+    d.start()
+    try:
+        save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
+        load = subprocess.run(["docker", "-H", d.host, "load"], stdin=save.stdout, capture_output=True)
+        save.wait()
+        assert load.returncode == 0 and save.returncode == 0, load.stderr
+        yield d
+    finally:
+        # Stop its containers first so the data root can be removed, then the daemon.
+        if d.proc is not None:
+            ids = subprocess.run(["docker", "-H", d.host, "ps", "-aq"], capture_output=True, text=True).stdout.split()
+            if ids:
+                subprocess.run(["docker", "-H", d.host, "rm", "-f", *ids], capture_output=True)
+        d.stop()
+        subprocess.run(["umount", "-R", str(base / "exec")], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_daemon_restart_is_retried_not_dropped(private_dockerd: PrivateDockerd, tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    expected = _quick_set(root, 4, "r")
+    run_dir, receipt = tmp_path / "probe-restart", tmp_path / "receipt.json"
+    env = {"DOCKER_HOST": private_dockerd.host, "SHINKEN_PROBE_ENGINE_WAIT": "60"}
+    args = [str(root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(run_dir), "--repeats", "2",
+            "--retries", "4"]
+    proc = _popen(args, env)
+    try:
+        _wait_for_lines(run_dir, 1, proc)
+        private_dockerd.stop()  # kills every container of that engine mid-probe
+        time.sleep(1.0)
+        private_dockerd.start()
+        out, errs = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, errs[-3000:]
+    doc = _receipt(receipt)
+    assert _outcomes(doc) == expected  # no false drops, no infra_error
+    assert doc["summary"]["infra_retries"] >= 1, "the restart must have hit a task in flight"
+    retried = [t for t in doc["tasks"] if t["attempts"] > 1]
+    assert retried and all(t["infra_errors"] for t in retried)
+
+    # An engine that stays down: infra_error only after the retries, exit 1, and the
+    # next run (engine back) finishes those tasks instead of trusting the failure.
+    root2 = tmp_path / "tasks2"
+    expected2 = _quick_set(root2, 3, "d")
+    run2, receipt2 = tmp_path / "probe-down", tmp_path / "receipt2.json"
+    args2 = [str(root2), "--image", IMAGE, "--receipt", str(receipt2), "--run-dir", str(run2), "--repeats", "1",
+             "--retries", "1"]
+    env2 = {**env, "SHINKEN_PROBE_ENGINE_WAIT": "2"}
+    proc = _popen(args2, env2)
+    try:
+        _wait_for_lines(run2, 1, proc)
+        private_dockerd.stop()
+        out, errs = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, errs[-3000:]
+    doc = _receipt(receipt2)
+    infra = [t for t in doc["tasks"] if t["reason"] == "infra_error"]
+    assert infra and all(t["attempts"] == 2 for t in infra)
+    assert all(_outcomes(doc)[t] in (e, "infra_error") for t, e in expected2.items())
+    private_dockerd.start()
+    r = cli(*args2, "--json", env=env2)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert _outcomes(doc) == expected2
+    assert doc["summary"]["probed"] == len(infra)
+
+
+def test_ray_executor_gives_the_same_receipt(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
+    from shinken.probes.executors import LocalExecutor, RayExecutor
+    from shinken.probes.pipeline import ProbeRequest, run_probe
+
+    for extra in ("zenity-entry",):  # keep this test short: CLI, spreadsheet, zero-signal, broken reward
+        shutil.rmtree(demo_root / extra)
+    docs = {}
+    for name, ex in (("local", LocalExecutor(2)), ("ray", RayExecutor(2, num_cpus=2))):
+        req = ProbeRequest(task_root=demo_root, image=IMAGE, run_dir=tmp_path / f"run-{name}",
+                           receipt=tmp_path / f"{name}.json", state_fidelity="filesystem", repeats=2, concurrency=2,
+                           executor=name)
+        try:
+            docs[name] = run_probe(req, executor=ex)
+        finally:
+            if isinstance(ex, RayExecutor):
+                ex.shutdown()
+    assert docs["ray"]["summary"]["executor"] == "ray"
+    assert decision_view(docs["ray"]) == decision_view(docs["local"])
+    assert _outcomes(docs["ray"]) == {SPREADSHEET: "kept", "hello-file": "kept", "zero-signal": "zero_signal",
+                                      "broken-reward": "reward_error"}
+    # Written by the driver: one line per task in the Ray run's own log.
+    assert sorted(ln["task_id"] for ln in _lines(tmp_path / "run-ray")) == sorted(docs["ray"]["kept"] + [
+        d["id"] for d in docs["ray"]["dropped"]])
