@@ -29,10 +29,18 @@ class ExecResult:
     timed_out: bool
     duration_s: float
     truncated: bool
+    # Additions to the contract: the container cgroup's OOM kills and pids-limit hits
+    # counted while this exec ran (a memory hog / fork bomb shows up here).
+    oom_kills: int = 0
+    pids_limit_hits: int = 0
 
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def limit_hit(self) -> bool:
+        return self.oom_kills > 0 or self.pids_limit_hits > 0
 
 
 class SandboxError(Exception):
@@ -104,6 +112,9 @@ class Golden:
     build_seconds: float = 0.0
     reused: bool = False
     state_fidelity: str = "filesystem"  # what this tier preserves
+    # Additions to the contract: numeric ids of `user` in the image (uploads chown to them).
+    user_uid: int = 1000
+    user_gid: int = 1000
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,111 @@
+"""Shell and Python snippets shinken runs INSIDE sandbox containers. Kept as constants
+so each exec is one round trip (no script upload) and the host never runs bundle code."""
+
+from __future__ import annotations
+
+SESSION_ENV = "/tmp/shinken-session.env"  # written by shinken-desktop-up (DISPLAY, D-Bus)
+LAUNCH_DIR = "/tmp/.shinken-launch"  # one pid file per launched session (= its sid)
+REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not writable, by `user`
+
+# Every exec runs under this wrapper: `bash -c OUTER shinken <timeout> <nonce> argv...`.
+# It reads the container cgroup's OOM-kill and pids-limit counters before and after (bash
+# builtins only: after a fork bomb no fork may be possible), sources the desktop session
+# env, runs the command under `timeout -s KILL` (which kills the command's whole process
+# group) and prints one marker line `<nonce> <rc> <oom kills> <pids-limit hits>` on
+# stderr. The nonce is random per exec, so command output cannot forge the marker.
+OUTER = r"""T=$1; N=$2; shift 2
+rd() { RV=0; local k x; if [ -r "$1" ]; then while read -r k x; do if [ "$k" = "$2" ]; then RV=$x; fi; done < "$1"; fi; }
+of=/sys/fs/cgroup/memory/memory.oom_control; [ -r $of ] || of=/sys/fs/cgroup/memory.events
+pf=/sys/fs/cgroup/pids/pids.events; [ -r $pf ] || pf=/sys/fs/cgroup/pids.events
+rd $of oom_kill; o0=$RV; rd $pf max; p0=$RV
+if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi
+exec 3>&2 2>/dev/null  # no "Killed" job notice from this shell in the command's output
+timeout -s KILL "$T" "$@" 2>&3 3>&-; rc=$?
+exec 2>&3 3>&-
+rd $of oom_kill; o1=$RV; rd $pf max; p1=$RV
+printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
+"""
+
+# A launched program gets its own session (setsid) so everything it spawns is
+# attributable at commit time: the session id is written to LAUNCH_DIR/<sid>.
+LAUNCH = r"""mkdir -p /tmp/.shinken-launch 2>/dev/null
+echo $$ > /tmp/.shinken-launch/$$
+if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi
+exec "$@" >> /tmp/.shinken-launch/$$.log 2>&1 < /dev/null
+"""
+
+# `open`: the file's desktop app by extension when installed, else xdg-open.
+OPEN = r"""f=$1
+have() { command -v "$1" >/dev/null 2>&1; }
+lo=; have libreoffice && lo=libreoffice; [ -z "$lo" ] && have soffice && lo=soffice
+case "${f,,}" in
+  *.xlsx|*.xls|*.ods|*.csv) [ -n "$lo" ] && exec $lo --calc "$f" ;;
+  *.docx|*.doc|*.odt|*.rtf) [ -n "$lo" ] && exec $lo --writer "$f" ;;
+  *.pptx|*.ppt|*.odp) [ -n "$lo" ] && exec $lo --impress "$f" ;;
+  *.pdf) for a in evince okular xdg-open; do have $a && exec $a "$f"; done ;;
+  *.png|*.jpg|*.jpeg|*.xcf) have gimp && exec gimp "$f" ;;
+  *.mp4|*.mkv|*.mp3|*.avi) have vlc && exec vlc "$f" ;;
+  *.txt|*.py|*.md|*.json) for a in gedit code xdg-open; do have $a && exec $a "$f"; done ;;
+esac
+have xdg-open && exec xdg-open "$f"
+echo "shinken: no application to open $f" >&2; exit 127
+"""
+
+# Process snapshot at commit time (python3 is part of the image contract; procps is not).
+# Prints JSON: every live process except this snapshot's own ancestry, the launched
+# session ids, then removes files that would make a fork's restarted apps misbehave:
+# the X server's lock/socket of the build container and stale LibreOffice lock files.
+SNAPSHOT = r"""
+import json, os, glob
+def stat(pid):
+    st = open(f'/proc/{pid}/stat', 'rb').read()
+    rest = st[st.rindex(b')') + 2:].split()
+    return rest[0].decode(), int(rest[1]), int(rest[3]), st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
+procs, mine = [], set()
+p = os.getpid()
+while p > 1:
+    mine.add(p)
+    try:
+        p = stat(p)[1]
+    except OSError:
+        break
+for d in os.listdir('/proc'):
+    if not d.isdigit() or int(d) in mine:
+        continue
+    try:
+        state, ppid, sid, comm = stat(d)
+        args = open(f'/proc/{d}/cmdline', 'rb').read().replace(b'\0', b' ').strip().decode('utf-8', 'replace')
+    except (OSError, ValueError, IndexError):
+        continue
+    if state != 'Z':
+        procs.append({'pid': int(d), 'ppid': ppid, 'sid': sid, 'args': args or f'[{comm}]'})
+try:
+    launched = sorted(int(x) for x in os.listdir('/tmp/.shinken-launch') if x.isdigit())
+except OSError:
+    launched = []
+if CLEAN:
+    for pat in ('/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/shinken-session.env', '/tmp/.shinken-launch/*',
+                '/home/user/**/.~lock.*#'):
+        for f in glob.glob(pat, recursive=True):
+            try:
+                os.unlink(f)
+            except OSError:
+                pass
+print(json.dumps({'procs': procs, 'launched': launched}))
+"""
+
+
+def snapshot_script(clean: bool) -> str:
+    return f"CLEAN = {bool(clean)}\n" + SNAPSHOT
+
+
+FETCH_URL = r"""
+import sys, urllib.request
+url, dest = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen(url, timeout=60) as r, open(dest, 'wb') as f:
+    while True:
+        b = r.read(1 << 20)
+        if not b:
+            break
+        f.write(b)
+"""
