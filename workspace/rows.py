@@ -1,0 +1,57 @@
+"""Dataset rows for the shinken_cua resources server, validated before they are written:
+NeMo Gym's collate silently skips invalid rows, so a bad row must fail here instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shinken.bundles.model import Bundle
+from shinken.computer.tools import TOOL_SCHEMAS
+from shinken.errors import ShinkenError
+from shinken.schemas import validation_error
+
+SERVER_NAME = "shinken_cua"
+RESOURCES_INSTANCE = f"{SERVER_NAME}_resources_server"
+AGENT_INSTANCE = f"{SERVER_NAME}_simple_agent"
+ENVIRONMENT_INSTANCE = f"{SERVER_NAME}_environment_server"
+
+SYSTEM_PROMPT = (
+    "You operate a Linux desktop computer (user `user`, home /home/user, screen 1920x1080) "
+    "through tools. Observe the screen with computer_observe: it lists the accessibility tree "
+    "as numbered elements like [e7]; use mode \"diff\" after an action to see only what changed. "
+    "Act with computer_click (an element id, or x/y), computer_type_text, computer_key and "
+    "computer_exec (a shell command). Work step by step and check the result of each action. "
+    "When the task is complete, call computer_done exactly once."
+)
+
+
+def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE) -> dict[str, Any]:
+    instruction = bundle.instruction.strip()
+    if not instruction:
+        raise ShinkenError(f"{bundle.id}: the task has no instruction; drop it from the id list")
+    row = {
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": instruction},
+            ],
+            "tools": TOOL_SCHEMAS,
+            # Actions on one computer are ordered; parallel calls would race.
+            "parallel_tool_calls": False,
+        },
+        "agent_ref": {"type": "responses_api_agents", "name": agent_name},
+        "task_id": bundle.id,
+        "instruction": instruction,
+        "app_type": bundle.app_type,
+        "difficulty": bundle.difficulty,
+        "bundle_hash": bundle.bundle_hash,
+        "state_fidelity": bundle.state_fidelity,
+    }
+    check_row(row, where=bundle.id)
+    return row
+
+
+def check_row(row: Any, *, where: str) -> None:
+    err = validation_error("gym_row", row)
+    if err:
+        raise ShinkenError(f"{where}: dataset row does not match schemas/gym_row.schema.json: {err}")

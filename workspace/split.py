@@ -1,0 +1,95 @@
+"""Deterministic, stratified train/validation split.
+
+Tasks that share an instruction (after whitespace/case normalisation) form one unit and
+always land on the same side, so validation never repeats a prompt the learner trained on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+def normalize_instruction(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[str]
+    validation: list[str]
+
+
+def _unit_rng(seed: int, stratum: str) -> random.Random:
+    # A per-stratum generator: adding tasks of one stratum never reshuffles another.
+    digest = hashlib.sha256(f"{seed}\x00{stratum}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _allocate(sizes: dict[str, int], total: int) -> dict[str, int]:
+    """Largest-remainder allocation of `total` validation units across strata,
+    proportional to stratum size; never a whole stratum when it has more than one unit."""
+    n = sum(sizes.values())
+    if n == 0 or total == 0:
+        return {k: 0 for k in sizes}
+    exact = {k: total * v / n for k, v in sizes.items()}
+    alloc = {k: math.floor(x) for k, x in exact.items()}
+    for k in sorted(sizes, key=lambda k: (-(exact[k] - alloc[k]), k)):
+        if sum(alloc.values()) >= total:
+            break
+        alloc[k] += 1
+    for k, v in sizes.items():
+        if v > 1 and alloc[k] >= v:
+            alloc[k] = v - 1
+    return alloc
+
+
+def split_ids(
+    items: Sequence[T],
+    *,
+    key: Callable[[T], str],
+    instruction: Callable[[T], str],
+    stratum: Callable[[T], str],
+    val_fraction: float,
+    seed: int,
+) -> Split:
+    """Split `items` (unique keys) into train/validation ids.
+
+    The number of validation units is round(units * fraction), at least one when there are
+    two or more units and the fraction is positive (a tiny set still gets a validation
+    signal), and never all of them.
+    """
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError("val_fraction must be in [0, 1)")
+    units: dict[str, list[T]] = {}
+    for it in items:
+        units.setdefault(normalize_instruction(instruction(it)), []).append(it)
+    by_stratum: dict[str, list[list[T]]] = {}
+    for members in units.values():
+        members.sort(key=key)
+        by_stratum.setdefault(stratum(members[0]) or "<none>", []).append(members)
+    for s, us in by_stratum.items():
+        us.sort(key=lambda u: key(u[0]))
+        _unit_rng(seed, s).shuffle(us)
+
+    n_units = len(units)
+    total = round(n_units * val_fraction)
+    if val_fraction > 0 and n_units >= 2:
+        total = min(max(total, 1), n_units - 1)
+    alloc = _allocate({s: len(us) for s, us in by_stratum.items()}, total)
+
+    train: list[str] = []
+    val: list[str] = []
+    for s in sorted(by_stratum):
+        us = by_stratum[s]
+        k = alloc[s]
+        for u in us[:k]:
+            val.extend(key(m) for m in u)
+        for u in us[k:]:
+            train.extend(key(m) for m in u)
+    return Split(sorted(train), sorted(val))
