@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.docker
 BASE = "shinken/base-bookworm:latest"  # tiny, no python; `sleep infinity` works
 TEST_LABEL = "shinken-gctest"
 SHINKEN = Path(sys.executable).with_name("shinken")
+REPO = Path(__file__).resolve().parent.parent
 
 # A stand-in for a probe run / server: makes labelled resources the way shinken's sandbox
 # does (labels_for), reports them on stdout, then holds them until it is killed.
@@ -65,6 +67,19 @@ HOLDER = textwrap.dedent(
         out["images"].append(image.id)
         for _ in range(cfg.get("golden_forks", 0)):
             run(image.id, "fork")
+    if cfg.get("provider"):  # the real sandbox: golden, a fork and a warm pool of one
+        from shinken.bundles.loader import load_bundle
+        from shinken.sandbox.docker_provider import DockerProvider
+
+        provider = DockerProvider(client, run_id=cfg["label_value"])
+        golden = provider.ensure_golden(load_bundle(cfg["bundle"]), cfg["image"])
+        out["images"].append(golden.image_id)
+        provider.fork(golden)
+        pool = provider.pool(golden, 1)
+        while pool.ready < 1:
+            time.sleep(0.05)
+        run_filter = {"label": ["shinken.run=" + cfg["label_value"]]}
+        out["containers"] = [c["Id"] for c in client.api.containers(all=True, filters=run_filter)]
     if cfg.get("tempdir"):
         d = make_temp_dir(labels=extra)
         (d / "half-written-receipt.json.tmp").write_text("{" * 1000)
@@ -91,11 +106,11 @@ def scope(docker_client, tmp_path, monkeypatch):
         if p.poll() is None:
             p.kill()
         p.wait()
-    flt = {"label": [f"{TEST_LABEL}={value}"]}
-    for c in docker_client.api.containers(all=True, filters=flt):
-        docker_client.api.remove_container(c["Id"], force=True)
-    for i in docker_client.api.images(filters=flt):
-        docker_client.api.remove_image(i["Id"], force=True)
+    for flt in ({"label": [f"{TEST_LABEL}={value}"]}, {"label": [f"shinken.run={value}"]}):
+        for c in docker_client.api.containers(all=True, filters=flt):
+            docker_client.api.remove_container(c["Id"], force=True)
+        for i in docker_client.api.images(filters=flt):
+            docker_client.api.remove_image(i["Id"], force=True)
 
 
 def start_holder(scope, task: str, **cfg) -> tuple[subprocess.Popen, dict]:
@@ -113,14 +128,14 @@ def kill9(p: subprocess.Popen) -> None:
     p.wait(timeout=10)
 
 
-def shinken_gc(scope, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), "gc", "--label", scope["label"], *args], capture_output=True, text=True,
+def shinken_gc(scope, *args: str, input: str | None = None, label: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SHINKEN), "gc", "--label", label or scope["label"], *args], capture_output=True, text=True,
                           input=input, timeout=120,
                           env={**os.environ, "SHINKEN_RUNTIME_DIR": str(scope["runtime"])})
 
 
-def gc_json(scope, *args: str, expect_rc: int = 0) -> dict:
-    r = shinken_gc(scope, "--json", *args)
+def gc_json(scope, *args: str, expect_rc: int = 0, label: str | None = None) -> dict:
+    r = shinken_gc(scope, "--json", *args, label=label)
     assert r.returncode == expect_rc, r.stderr
     doc = json.loads(r.stdout)
     assert check_with_jsonschema("gc", doc) == []
@@ -212,6 +227,34 @@ def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_clie
         assert gc_json(scope)["reclaimable"] == []  # idempotent: nothing left to do
     finally:
         untouched_total.remove(force=True)
+
+
+def test_killed_docker_provider_leaves_fork_pool_and_golden(docker_client, scope, tmp_path):
+    """The same recovery for what the real DockerProvider made (its labels, its golden)."""
+    from shinken.images.build import ensure_image
+
+    image = ensure_image("linux", client=docker_client)
+    bundle = tmp_path / "tasks" / "zero-signal"
+    shutil.copytree(REPO / "demo" / "zero-signal", bundle)
+    with open(bundle / "reward.py", "a", encoding="utf-8") as fh:
+        fh.write(f"\n# gc test salt {scope['value']}\n")  # a private golden, not a shared cached one
+    proc, made = start_holder(scope, "zero-signal", provider=True, bundle=str(bundle), image=image)
+    run_label = f"shinken.run={scope['value']}"
+    assert len(made["containers"]) == 2 and len(made["images"]) == 1
+    assert gc_json(scope, "--include-goldens", label=run_label)["reclaimable"] == []  # all live
+    kill9(proc)
+
+    doc = gc_json(scope, label=run_label)
+    assert ids(doc["reclaimable"]) == set(made["containers"])
+    assert sorted(i["kind"] for i in doc["reclaimable"]) == ["fork", "pool"]
+    assert {i["task"] for i in doc["reclaimable"]} == {"zero-signal"}
+
+    done = gc_json(scope, "--force", "--include-goldens", label=run_label)
+    assert ids(done["reclaimed"]) == set(made["containers"]) | set(made["images"])
+    assert done["failed"] == []
+    assert not any(exists(docker_client, c) for c in made["containers"])
+    assert not image_exists(docker_client, made["images"][0])
+    assert image_exists(docker_client, image)  # the base sandbox image is never a candidate
 
 
 def test_reused_pid_and_zombie_are_dead_current_owner_alive(docker_client, scope):
