@@ -1,0 +1,250 @@
+"""Per-bundle static analysis, independent of the capability manifest except for the
+image's Python version: loader defects, reward contract, and a list of *needs*
+(executables, modules, apps, network, mock web) that `evaluate` matches later.
+
+The result is a plain JSON-able dict so it can be cached by bundle hash and sent
+back from worker processes cheaply."""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shinken.bundles.loader import load_bundle
+from shinken.triage import pyscan, shell
+from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
+
+ANALYSIS_VERSION = 3  # bump when analysis output changes: invalidates every cache entry
+
+PLACEHOLDER = re.compile(rb"__CUA_GYM_([A-Z0-9]+(?:_[A-Z0-9]+)*?)_(URL|HOST)__")
+_URL = re.compile(rb"""https?://(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9._\-]+)""")
+# Hosts that appear as XML namespaces/identifiers, never fetched.
+_NAMESPACE_HOSTS = frozenset({
+    "schemas.openxmlformats.org", "schemas.microsoft.com", "www.w3.org", "w3.org", "purl.org", "ns.adobe.com",
+    "openoffice.org", "www.openoffice.org", "docs.oasis-open.org", "schemas.xmlsoap.org", "www.inkscape.org",
+    "inkscape.org", "sodipodi.sourceforge.net", "creativecommons.org", "json-schema.org", "example.com",
+    "www.example.com", "example.org", "xml.org", "www.xml.org", "schemas.android.com",
+})
+# GUI program names anywhere in a setup script (heredocs included) mark a desktop task;
+# a hint for the class only, never a requirement (it may be a comment).
+_GUI_WORD = re.compile(rb"\b(zenity|soffice|libreoffice|gimp|vlc|google-chrome|chromium|firefox|blender|openshot|"
+                       rb"thunderbird|xterm|gedit|evince|okular|inkscape|pyautogui|xdotool)\b")
+_SHELL_NET = re.compile(rb"curl|wget|git |aria2c|pip3? |xdg-open|chrom|firefox|apt")
+
+
+def _url_needs(data: bytes, where: str) -> list[list[Any]]:
+    needs = []
+    for m in _URL.finditer(data):
+        host = m.group(1).decode("ascii", "replace").strip("[]").rstrip(".").lower()
+        if not host or "__cua_gym_" in host or host in _NAMESPACE_HOSTS:
+            continue
+        try:
+            ip = ipaddress.ip_address(host)
+        except ValueError:
+            ip = None
+        if host == "localhost" or (ip is not None and (ip.is_loopback or ip.is_unspecified)):
+            continue  # a service the task itself starts
+        if ip is not None and (ip.is_private or ip.is_link_local):
+            needs.append(["private_host", [host], where])
+        elif "." in host:
+            needs.append(["network", [host], where])
+    return needs
+
+
+def _placeholders(data: bytes, where: str) -> list[list[Any]]:
+    return [["placeholder", [m.group(0).decode()], where] for m in PLACEHOLDER.finditer(data)]
+
+
+def _read_capped(path: Path, cap: int) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(cap + 1)
+    except OSError:
+        return None  # the loader has already reported it unreadable
+
+
+def _py_needs(name: str, facts: pyscan.PyFacts, reasons: list[list[str]], reward: bool) -> list[list[Any]]:
+    needs: list[list[Any]] = []
+    prefix = "reward" if reward else "setup"
+    if facts.syntax in ("binary", "too_large"):
+        code = ("reward_not_text" if facts.syntax == "binary" else "reward_too_large") if reward else "setup_not_text"
+        reasons.append([code, f"{name}: {facts.syntax_detail}"])
+    elif facts.syntax == "error":
+        reasons.append([f"{prefix}_syntax_error", f"{name}: {facts.syntax_detail}"])
+    elif facts.syntax == "unchecked":
+        reasons.append(["syntax_unchecked", f"{name}: {facts.syntax_detail}"])
+    elif facts.syntax == "newer":
+        needs.append(["newer_python", [facts.syntax_detail], name])
+    for alts, line in facts.imports:
+        needs.append(["module", alts, f"{name}:{line}"])
+        if any(a in DISPLAY_MODULES for a in alts):
+            needs.append(["display", ["display"], f"{name}:{line}"])
+    for cmd, line in facts.programs:
+        where = f"{name}:{line}"
+        found = shell.argv_needs(cmd, where) if isinstance(cmd, list) else shell.command_needs(cmd, where)
+        needs.extend(found)
+    if reward and facts.marker:
+        code = {"no_marker": "reward_no_marker", "unreachable": "reward_marker_unreachable",
+                "bare_number": "reward_bare_number", "total_score": "reward_total_score",
+                "lowercase": "reward_lowercase_marker"}[facts.marker]
+        reasons.append([code, f"{name}: {facts.marker_detail}"])
+    return needs
+
+
+def _classify(needs: list[list[Any]]) -> str:
+    kinds = {n[0] for n in needs}
+    if "placeholder" in kinds or "mock" in kinds:
+        return "mock_web"
+    if "app" in kinds or "hint" in kinds:
+        return "desktop_app"
+    return "file_cli"
+
+
+def _step_needs(steps, where: str) -> list[list[Any]]:
+    needs: list[list[Any]] = []
+    for st in steps:
+        w = f"{where}[{st.index}] {st.type}"
+        p = st.parameters
+        if st.type in ("execute", "launch"):
+            cmd = st.command()
+            if cmd is not None:
+                needs.extend(shell.command_needs(cmd, w))
+        elif st.type == "open":
+            path = p.get("path")
+            if isinstance(path, str):
+                apps = OPEN_SUFFIX.get(os.path.splitext(path)[1].lower())
+                if apps:
+                    needs.append(["app", list(apps), f"{w} {os.path.basename(path)}"])
+        elif st.type == "download":
+            for f in p.get("files") or []:
+                url = f.get("url") if isinstance(f, dict) else None
+                if isinstance(url, str) and not url.startswith("./"):
+                    b = url.encode()
+                    needs.extend(_placeholders(b, w) or _url_needs(b, w))
+    return needs
+
+
+def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
+    """Everything triage needs from one bundle folder. Never raises for a bad bundle."""
+    bundle = load_bundle(folder)
+    reasons: list[list[str]] = []
+    seen: set[tuple[str, str]] = set()
+    for d in bundle.defects:
+        key = (d.code, d.detail)
+        if key not in seen:
+            seen.add(key)
+            where = os.path.basename(d.path) if d.path != folder else ""
+            reasons.append([d.code, f"{where}: {d.detail}" if where else d.detail])
+    needs: list[list[Any]] = []
+    raw = bundle.raw
+    if raw:
+        task_bytes = orjson.dumps(raw)
+        needs.extend(_placeholders(task_bytes, bundle.task_file.name if bundle.task_file else "task"))
+        needs.extend(_step_needs(bundle.setup, "config"))
+        needs.extend(_step_needs(bundle.postconfig, "evaluator.postconfig"))
+        needs.extend(_step_needs(bundle.post_fork, "shinken_post_fork"))
+        instr = raw.get("instruction")
+        if isinstance(instr, str) and "://" in instr:
+            needs.extend(_url_needs(instr.encode("utf-8", "replace"), "instruction"))
+        app_needs, mocks, unknown = app_type_needs(bundle.app_type)
+        needs.extend(["app", list(a), "app_type"] for a in app_needs)
+        needs.extend(["mock", [m], "app_type"] for m in mocks)
+        if unknown:
+            reasons.append(["unknown_app_type", f"app_type {', '.join(unknown)!r} has no desktop_apps mapping"])
+    sources = []
+    if bundle.reward_path is not None:
+        sources.append((bundle.reward_path.name, True))
+    evaluator = raw.get("evaluator") if isinstance(raw.get("evaluator"), dict) else {}
+    url = evaluator.get("url")
+    if isinstance(url, str) and url.startswith("./") and url[2:] in bundle.files and url[2:] != "reward.py":
+        sources = [(url[2:], True)]
+    for name in sorted(bundle.files):
+        if name.startswith("initial_setup") and name.endswith((".py", ".sh")):
+            sources.append((name, False))
+    if sources and sources[0][1]:
+        needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])
+    for name, is_reward in sources:
+        data = _read_capped(bundle.path / name, pyscan.PARSE_CAP)
+        if data is None or (is_reward and not data.strip()):
+            continue  # unreadable / empty_reward already reported by the loader
+        if not is_reward:
+            m = _GUI_WORD.search(data)
+            if m:
+                needs.append(["hint", [m.group(1).decode()], name])
+        if name.endswith(".sh"):
+            if len(data) > pyscan.PARSE_CAP or b"\0" in data:
+                reasons.append(["setup_not_text", f"{name}: binary or over {pyscan.PARSE_CAP} bytes"])
+                continue
+            text = data.decode("utf-8", "replace")
+            needs.extend(shell.script_needs(text, name))
+            needs.extend(_placeholders(data, name))
+            if _SHELL_NET.search(data):
+                needs.extend(_url_needs(data, name))
+            continue
+        facts = pyscan.analyze(data, py, reward=is_reward)
+        needs.extend(_py_needs(name, facts, reasons, is_reward))
+        needs.extend(_placeholders(data, name))
+        if facts.network_text:
+            needs.extend(_url_needs(data, name))
+    if any(n[0] == "exe" and n[1][0] in DISPLAY_PROGRAMS for n in needs):
+        needs.append(["display", ["display"], "GUI automation program"])
+    if any(n[0] == "app" for n in needs):
+        needs.append(["display", ["display"], "desktop app"])
+    return {
+        "id": bundle.id,
+        "path": str(bundle.path),
+        "app_type": bundle.app_type,
+        "difficulty": bundle.difficulty,
+        "bundle_hash": bundle.bundle_hash,
+        "class": _classify(needs),
+        "reasons": reasons,
+        "needs": _dedupe(needs),
+    }
+
+
+def _dedupe(needs: list[list[Any]]) -> list[list[Any]]:
+    out, seen = [], set()
+    for kind, alts, where in needs:
+        key = (kind, tuple(alts))
+        if key not in seen:
+            seen.add(key)
+            out.append([kind, alts, where])
+    return out
+
+
+def symlink_folder_result(path: str) -> dict[str, Any]:
+    """A task folder that is itself a symlink: reported, never followed."""
+    p = Path(path)
+    try:
+        target = os.readlink(p)
+    except OSError as exc:
+        target = f"? ({exc.strerror})"
+    return {
+        "id": p.name, "path": path, "app_type": "", "difficulty": None, "bundle_hash": "",
+        "class": "file_cli", "reasons": [["unsafe_link", f"task folder is a symlink to {target} (not followed)"]],
+        "needs": [],
+    }
+
+
+def stat_key(folder: str) -> str | None:
+    """A cheap fingerprint of a folder's files (name, type, size, mtime, ctime, inode):
+    unchanged key -> unchanged bytes, so the bundle need not be re-hashed."""
+    parts = []
+    try:
+        st = os.stat(folder, follow_symlinks=False)
+        parts.append(f"{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_ino}")
+        with os.scandir(folder) as it:
+            for e in it:
+                s = e.stat(follow_symlinks=False)
+                parts.append(f"{e.name}\0{stat.S_IFMT(s.st_mode)}.{s.st_size}.{s.st_mtime_ns}.{s.st_ctime_ns}.{s.st_ino}")
+    except OSError:
+        return None
+    parts[1:] = sorted(parts[1:])
+    return hashlib.blake2b("\n".join(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()

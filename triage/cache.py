@@ -1,0 +1,82 @@
+"""Triage cache: one file per image id, ~/.cache/shinken/triage/<image-id>.json.
+
+`entries` maps an analysis key (bundle hash + folder name, since the loader's id
+checks depend on the name) to the image-independent analysis; `stat` maps a folder
+path to (stat fingerprint, analysis key) so an unchanged folder is not even re-hashed.
+A different image id means a different file; a different ANALYSIS_VERSION or image
+Python version empties it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shinken.triage.analyze import ANALYSIS_VERSION
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("SHINKEN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "shinken"
+    )
+    return Path(base) / "triage"
+
+
+def entry_key(bundle_hash: str, folder: str) -> str:
+    return f"{bundle_hash}:{os.path.basename(folder)}"
+
+
+class TriageCache:
+    def __init__(self, image_id: str, python: str, directory: Path | None = None) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", image_id or "no-image-id")
+        self.path = (directory or cache_dir()) / f"{safe}.json"
+        self.header = {"version": ANALYSIS_VERSION, "image_id": image_id, "python": python}
+        self.entries: dict[str, dict[str, Any]] = {}
+        self.stat: dict[str, list[str]] = {}
+        self.dirty = False
+
+    def load(self) -> None:
+        try:
+            doc = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return  # no cache or a torn one: start empty
+        if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in self.header.items()):
+            return
+        if isinstance(doc.get("entries"), dict) and isinstance(doc.get("stat"), dict):
+            self.entries, self.stat = doc["entries"], doc["stat"]
+
+    def lookup(self, folder: str, skey: str | None) -> dict[str, Any] | None:
+        hit = self.stat.get(folder)
+        if skey is None or not hit or hit[0] != skey:
+            return None
+        return self.entries.get(hit[1])
+
+    def put(self, folder: str, skey: str | None, analysis: dict[str, Any]) -> None:
+        # Results from unreadable folders are not kept: a permission fix may not change the stat key.
+        if skey is None or not analysis["bundle_hash"] or any(r[0] == "unreadable" for r in analysis["reasons"]):
+            self.stat.pop(folder, None)
+            return
+        key = entry_key(analysis["bundle_hash"], folder)
+        self.entries[key] = analysis
+        self.stat[folder] = [skey, key]
+        self.dirty = True
+
+    def save(self, root: str, keep_folders: set[str]) -> None:
+        """Write the cache. Folders under `root` that this run did not see are
+        forgotten (other roots triaged against the same image are kept)."""
+        prefix = root.rstrip(os.sep) + os.sep
+        stale = [f for f in self.stat if f.startswith(prefix) and f not in keep_folders]
+        if not self.dirty and not stale:
+            return
+        for f in stale:
+            del self.stat[f]
+        stat = self.stat
+        live = {v[1] for v in stat.values()}
+        doc = {**self.header, "entries": {k: v for k, v in self.entries.items() if k in live}, "stat": stat}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(orjson.dumps(doc))
+        tmp.replace(self.path)

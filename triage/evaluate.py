@@ -1,0 +1,131 @@
+"""Match a bundle's needs against an image's capability manifest (and the --mock-urls
+map) and decide the verdict. Cheap: re-run on every triage, so a changed manifest or
+mock map never needs a re-analysis."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from shinken.triage.codes import CODES, verdict_for
+from shinken.triage.vocab import DISTRIBUTION, stdlib_status
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The parts of a capability manifest (schemas/capabilities.schema.json) triage uses."""
+
+    ref: str
+    id: str
+    python_version: tuple[int, int]
+    python_modules: frozenset[str]
+    executables: frozenset[str]
+    desktop_apps: frozenset[str]
+    display: bool
+
+    @classmethod
+    def from_manifest(cls, m: dict[str, Any]) -> "Capabilities":
+        ver = (m.get("python") or {}).get("version")
+        # No python on the image: parse with the host's grammar; the missing python3 blocks anyway.
+        parts = [int(p) for p in str(ver).split(".")[:2] if p.isdigit()] if ver else list(sys.version_info[:2])
+        parts += [0, 0]
+        image = m.get("image") or {}
+        return cls(
+            ref=str(image.get("ref", "")),
+            id=str(image.get("id", "")),
+            python_version=(parts[0], parts[1]),
+            python_modules=frozenset(m.get("python_modules") or ()),
+            executables=frozenset(m.get("executables") or ()),
+            desktop_apps=frozenset(m.get("desktop_apps") or ()),
+            display=bool(m.get("display")),
+        )
+
+
+def _module_label(name: str) -> str:
+    dist = DISTRIBUTION.get(name)
+    return f"{name} ({dist})" if dist and dist != name else name
+
+
+class Evaluator:
+    def __init__(self, caps: Capabilities, mock_urls: dict[str, str] | None = None) -> None:
+        self.caps = caps
+        self.mock = dict(mock_urls or {})
+        self._std: dict[str, str] = {}
+
+    def _module_missing(self, name: str) -> str | None:
+        """None if importable on the image, else the reason code."""
+        st = self._std.get(name)
+        if st is None:
+            st = self._std[name] = stdlib_status(name, self.caps.python_version)
+        if st == "stdlib" or name in self.caps.python_modules:
+            return None
+        return "needs_newer_python" if st in ("too_new",) else "missing_python_module"
+
+    def _mock_ok(self, placeholder: str) -> bool:
+        if placeholder in self.mock:
+            return True
+        if placeholder.endswith("_HOST__"):  # a mapped URL gives its host too
+            return placeholder[: -len("_HOST__")] + "_URL__" in self.mock
+        return False
+
+    def reasons_for(self, needs: list[list[Any]], task_class: str) -> list[dict[str, str]]:
+        out: list[dict[str, str]] = []
+        caps = self.caps
+        for kind, alts, where in needs:
+            code = subject = detail = None
+            if kind == "module":
+                misses = [(a, self._module_missing(a)) for a in alts]
+                if all(m for _, m in misses):
+                    code = misses[0][1]
+                    subject = alts[0] if len(alts) == 1 else " | ".join(alts)
+                    label = " or ".join(_module_label(a) for a in alts)
+                    if code == "needs_newer_python":
+                        detail = f"{label} is not in Python {caps.python_version[0]}.{caps.python_version[1]}'s stdlib ({where})"
+                    else:
+                        detail = f"import {label} ({where})"
+                    if any(m == "missing_python_module" and stdlib_status(a, caps.python_version) == "removed"
+                           for a, m in misses):
+                        detail += f"; removed from the stdlib by Python {caps.python_version[0]}.{caps.python_version[1]}"
+            elif kind == "exe":
+                if not any(a in caps.executables for a in alts):
+                    code, subject, detail = "missing_executable", alts[0], f"{alts[0]} ({where})"
+            elif kind == "app":
+                if not any(a in caps.desktop_apps for a in alts):
+                    subject = " | ".join(alts)
+                    code, detail = "missing_app", f"{' or '.join(alts)} ({where})"
+            elif kind == "display":
+                if not caps.display:
+                    code, subject, detail = "missing_display", "display", f"image has no display ({where})"
+            elif kind == "network":
+                code, subject, detail = "needs_network", alts[0], f"{alts[0]} ({where})"
+            elif kind == "private_host":
+                code, subject, detail = "private_host", alts[0], f"{alts[0]} ({where})"
+            elif kind == "placeholder":
+                if not self._mock_ok(alts[0]):
+                    code, subject = "needs_mock_web", alts[0]
+                    detail = f"{alts[0]} ({where}); map it with --mock-urls"
+            elif kind == "mock":
+                prefix = f"__CUA_GYM_{alts[0].upper()}_"
+                if not any(k.startswith(prefix) for k in self.mock):
+                    code, subject = "needs_mock_web", f"{alts[0]}_mock"
+                    detail = f"mock web app {alts[0]!r} ({where}); map {prefix}URL__ with --mock-urls"
+            elif kind == "newer_python":
+                code, subject, detail = "needs_newer_python", "syntax", f"{alts[0]} ({where})"
+            if code:
+                out.append({"code": code, "detail": detail, "severity": CODES[code][0], "subject": subject})
+        return out
+
+    def evaluate(self, a: dict[str, Any]) -> dict[str, Any]:
+        reasons = [{"code": c, "detail": d, "severity": CODES[c][0]} for c, d in a["reasons"]]
+        reasons.extend(self.reasons_for(a["needs"], a["class"]))
+        return {
+            "id": a["id"],
+            "path": a["path"],
+            "class": a["class"],
+            "verdict": verdict_for([r["code"] for r in reasons]),
+            "reasons": reasons,
+            "app_type": a["app_type"],
+            "difficulty": a["difficulty"],
+            "bundle_hash": a["bundle_hash"],
+        }

@@ -1,0 +1,84 @@
+"""Where triage gets the image's capabilities and the mock web URL map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.schemas import load_schema, validation_error
+
+_REQUIRED = ("schema", "image", "python", "python_modules", "executables", "desktop_apps", "display")
+
+
+def _has_schema(name: str) -> bool:
+    try:
+        load_schema(name)
+    except (FileNotFoundError, OSError):
+        return False
+    return True
+
+
+def check_manifest(doc: Any, where: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ShinkenError(f"{where}: a capability manifest must be a JSON object; see `shinken image inspect --json`")
+    if _has_schema("capabilities"):
+        err = validation_error("capabilities", doc)
+        if err:
+            raise ShinkenError(f"{where}: not a valid capability manifest ({err}); regenerate it with `shinken image inspect IMAGE --json`")
+    else:  # schema not shipped yet: check the fields triage reads (notes/images.md)
+        missing = [k for k in _REQUIRED if k not in doc]
+        if missing or doc.get("schema") != "shinken.capabilities/1":
+            raise ShinkenError(f"{where}: not a shinken.capabilities/1 manifest (missing {', '.join(missing) or 'schema tag'})")
+    return doc
+
+
+def load_manifest_file(path: Path) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ShinkenError(f"{path}: cannot read the manifest ({exc.strerror}); pass a file from `shinken image inspect --json`") from None
+    except orjson.JSONDecodeError as exc:
+        raise ShinkenError(f"{path}: not JSON ({exc}); pass a file from `shinken image inspect --json`") from None
+    return check_manifest(doc, str(path))
+
+
+def manifest_for_image(ref: str) -> dict[str, Any]:
+    """The live manifest of a local image (needs Docker)."""
+    try:
+        from shinken.images.capabilities import get_manifest
+    except ImportError:
+        raise EnvironmentProblem(
+            f"{ref}: the capability inspector (shinken.images.capabilities) is not available; pass --manifest FILE"
+        ) from None
+    try:
+        doc = get_manifest(ref)
+    except ShinkenError:
+        raise
+    except Exception as exc:  # Docker down, image missing: an environment problem, not bad input
+        raise EnvironmentProblem(f"{ref}: cannot inspect the image ({type(exc).__name__}: {exc}); "
+                                 "build it with `shinken image build` or pass --manifest FILE") from None
+    return check_manifest(doc, f"manifest of {ref}")
+
+
+def load_mock_urls(path: Path) -> dict[str, str]:
+    """`{"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001", ...}`; values may also be objects
+    with `url`/`value`/`default` (the release's url_variables.json shape)."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ShinkenError(f"{path}: cannot read the mock URL map ({exc.strerror})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ShinkenError(f"{path}: the mock URL map is not JSON ({exc})") from None
+    err = validation_error("mock_urls", doc)
+    if err:
+        raise ShinkenError(f"{path}: not a mock URL map ({err}); expected {{\"__CUA_GYM_X_URL__\": \"http://...\"}}")
+    out: dict[str, str] = {}
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            v = v.get("url") or v.get("value") or v.get("default")
+        if isinstance(v, str) and v:
+            out[k] = v
+    return out

@@ -1,0 +1,119 @@
+"""The triage report (schemas/triage.schema.json) and its human summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from shinken.triage.codes import CLASSES, CODES, VERDICTS
+from shinken.triage.evaluate import Capabilities
+from shinken.triage.run import RunStats
+
+SCHEMA_TAG = "shinken.triage/1"
+
+
+def summarize(tasks: list[dict[str, Any]], show: int) -> dict[str, Any]:
+    by_verdict = Counter(t["verdict"] for t in tasks)
+    by_class: dict[str, dict[str, int]] = {}
+    for c in CLASSES:
+        sub = [t for t in tasks if t["class"] == c]
+        cnt = Counter(t["verdict"] for t in sub)
+        by_class[c] = {"total": len(sub), **{v: cnt.get(v, 0) for v in VERDICTS}}
+    by_reason: Counter[str] = Counter()
+    missing: Counter[tuple[str, str]] = Counter()
+    for t in tasks:
+        codes = {r["code"] for r in t["reasons"]}
+        by_reason.update(codes)
+        for subj in {(r["code"], r.get("subject")) for r in t["reasons"] if r.get("subject")}:
+            missing[subj] += 1
+    examples = {v: [t["id"] for t in tasks if t["verdict"] == v][:show] for v in VERDICTS}
+    return {
+        "total": len(tasks),
+        "by_verdict": {v: by_verdict.get(v, 0) for v in VERDICTS},
+        "by_class": by_class,
+        "by_reason": dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "top_missing": [{"code": c, "subject": s, "tasks": n}
+                        for (c, s), n in sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))[: max(show, 10)]],
+        "by_difficulty": dict(Counter(t["difficulty"] or "none" for t in tasks).most_common()),
+        "by_app_type": dict(Counter(t["app_type"] or "none" for t in tasks).most_common()),
+        "examples": examples,
+    }
+
+
+def build_report(
+    tasks: list[dict[str, Any]], caps: Capabilities, image_ref: str, task_root: str, stats: RunStats, *,
+    class_filter: str | None = None, show: int = 5, mock_urls: int = 0,
+) -> dict[str, Any]:
+    if class_filter:
+        tasks = [t for t in tasks if t["class"] == class_filter]
+    summary = summarize(tasks, show)
+    summary.update({
+        "class_filter": class_filter,
+        "python": f"{caps.python_version[0]}.{caps.python_version[1]}",
+        "mock_urls": mock_urls,
+        "run": {"folders": stats.folders, "cache_hits": stats.cache_hits, "analysed": stats.analysed,
+                "workers": stats.workers, "seconds": round(stats.seconds, 3)},
+    })
+    return {
+        "schema": SCHEMA_TAG,
+        "image": {"ref": image_ref, "id": caps.id},
+        "task_root": task_root,
+        "summary": summary,
+        "tasks": tasks,
+    }
+
+
+def render(report: dict[str, Any], console: Console, show: int) -> None:
+    s = report["summary"]
+    img = report["image"]
+    console.print(f"[bold]shinken triage[/] {report['task_root']}  image {img['ref']} ({img['id'][:19]})"
+                  f"  python {s['python']}" + (f"  class={s['class_filter']}" if s["class_filter"] else ""))
+    t = Table(title=f"{s['total']} tasks", title_justify="left")
+    t.add_column("class")
+    for v in VERDICTS:
+        t.add_column(v, justify="right")
+    t.add_column("total", justify="right")
+    for c, row in s["by_class"].items():
+        if row["total"]:
+            t.add_row(c, *(str(row[v]) for v in VERDICTS), str(row["total"]))
+    t.add_row("[bold]all[/]", *(f"[bold]{s['by_verdict'][v]}[/]" for v in VERDICTS), f"[bold]{s['total']}[/]")
+    console.print(t)
+    if s["by_reason"]:
+        r = Table(title="reasons (tasks per code)", title_justify="left")
+        r.add_column("code")
+        r.add_column("severity")
+        r.add_column("tasks", justify="right")
+        for code, n in list(s["by_reason"].items())[: max(show, 10)]:
+            r.add_row(code, CODES[code][0], str(n))
+        console.print(r)
+    if s["top_missing"]:
+        m = Table(title="top missing things", title_justify="left")
+        m.add_column("code")
+        m.add_column("what")
+        m.add_column("tasks", justify="right")
+        for row in s["top_missing"][: max(show, 10)]:
+            m.add_row(row["code"], row["subject"], str(row["tasks"]))
+        console.print(m)
+    d = Table(title="difficulty / app_type", title_justify="left")
+    d.add_column("difficulty")
+    d.add_column("tasks", justify="right")
+    d.add_column("app_type")
+    d.add_column("tasks", justify="right")
+    diffs = list(s["by_difficulty"].items())
+    apps = list(s["by_app_type"].items())[: max(show, len(diffs))]
+    for i in range(max(len(diffs), len(apps))):
+        dd = diffs[i] if i < len(diffs) else ("", "")
+        aa = apps[i] if i < len(apps) else ("", "")
+        d.add_row(dd[0], str(dd[1]), aa[0], str(aa[1]))
+    if len(s["by_app_type"]) > len(apps):
+        d.add_row("", "", f"... {len(s['by_app_type']) - len(apps)} more", "")
+    console.print(d)
+    for v, ids in s["examples"].items():
+        if ids:
+            console.print(f"[bold]{v}[/] e.g. " + ", ".join(ids[:show]))
+    run = s["run"]
+    console.print(f"[dim]{run['folders']} folders, {run['cache_hits']} from cache, {run['analysed']} analysed "
+                  f"with {run['workers']} worker(s) in {run['seconds']:.2f} s[/]")

@@ -1,0 +1,154 @@
+"""Triage a whole task root: discover, analyse (cached, in worker processes), evaluate."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shinken.bundles.loader import discover
+from shinken.triage.analyze import analyze_folder, stat_key, symlink_folder_result
+from shinken.triage.cache import TriageCache
+from shinken.triage.evaluate import Capabilities, Evaluator
+
+CHUNK = 48  # folders per worker task: big enough to amortise IPC, small enough to balance
+INLINE_BELOW = 200  # fewer misses than this: a pool costs more than it saves
+
+
+@dataclass
+class RunStats:
+    folders: int = 0
+    cache_hits: int = 0
+    analysed: int = 0
+    workers: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class TriageRun:
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+
+
+def _safe_analyze(folder: str, py: tuple[int, int]) -> dict[str, Any]:
+    try:
+        return analyze_folder(folder, py)
+    except Exception as exc:  # a hostile folder must never stop the run
+        return {
+            "id": os.path.basename(folder), "path": folder, "app_type": "", "difficulty": None, "bundle_hash": "",
+            "class": "file_cli", "needs": [],
+            "reasons": [["unreadable", f"triage could not analyse this folder: {type(exc).__name__}: {exc}"]],
+        }
+
+
+def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, str | None, dict[str, Any]]]:
+    out = []
+    for f in folders:
+        skey = stat_key(f)  # before reading: a change during the read shows up next run
+        out.append((f, skey, _safe_analyze(f, py)))
+    return out
+
+
+def _symlinked_folders(root: Path) -> list[str]:
+    """Task-folder-looking symlinks that `discover` skips: reported, never followed."""
+    final = root / "output" / "final"
+    base = final if final.is_dir() else root
+    out = []
+    try:
+        with os.scandir(base) as it:
+            for e in it:
+                if e.name.startswith(".") or not e.is_symlink():
+                    continue
+                try:
+                    is_dir_or_broken = os.path.isdir(e.path) or not os.path.exists(e.path)
+                except OSError:
+                    is_dir_or_broken = True  # symlink loop
+                if is_dir_or_broken:
+                    out.append(e.path)
+    except OSError:
+        pass
+    return out
+
+
+def default_workers() -> int:
+    # I/O-bound when cold: twice the cores keeps the disk queue busy while others parse.
+    return max(2, 2 * (os.cpu_count() or 1))
+
+
+def triage_root(
+    root: str | os.PathLike[str],
+    caps: Capabilities,
+    mock_urls: dict[str, str] | None = None,
+    *,
+    workers: int | None = None,
+    use_cache: bool = True,
+    cache_directory: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TriageRun:
+    t0 = time.perf_counter()
+    root = Path(root).absolute()
+    folders = [str(p) for p in discover(root)]
+    links = [] if folders == [str(root)] else _symlinked_folders(root)
+    run = TriageRun()
+    st = run.stats
+    st.folders = len(folders) + len(links)
+    py = caps.python_version
+    pyver = f"{py[0]}.{py[1]}"
+    cache = TriageCache(caps.id, pyver, cache_directory) if use_cache else None
+    if cache is not None:
+        cache.load()
+
+    results: dict[str, dict[str, Any]] = {}
+    misses: list[str] = []
+    if cache is not None and cache.stat:
+        for f in folders:
+            skey = stat_key(f)
+            hit = cache.lookup(f, skey)
+            if hit is not None:
+                # The analysis is content-keyed; the path is this run's.
+                results[f] = hit if hit["path"] == f else {**hit, "path": f}
+            else:
+                misses.append(f)
+    else:
+        misses = folders
+    st.cache_hits = len(results)
+    st.analysed = len(misses)
+    done = len(results)
+    if progress:
+        progress(done, st.folders)
+
+    def take(batch: list[tuple[str, str | None, dict[str, Any]]]) -> None:
+        nonlocal done
+        for f, skey, analysis in batch:
+            results[f] = analysis
+            if cache is not None:
+                cache.put(f, skey, analysis)
+        done += len(batch)
+        if progress:
+            progress(done, st.folders)
+
+    n_workers = min(workers or default_workers(), max(1, len(misses) // CHUNK))
+    if len(misses) < INLINE_BELOW or n_workers <= 1:
+        st.workers = 1
+        for i in range(0, len(misses), CHUNK):
+            take(_work(misses[i : i + CHUNK], py))
+    else:
+        st.workers = n_workers
+        chunks = [misses[i : i + CHUNK] for i in range(0, len(misses), CHUNK)]
+        ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+            for batch in pool.map(_work, chunks, [py] * len(chunks)):
+                take(batch)
+    for link in links:
+        results[link] = symlink_folder_result(link)
+
+    if cache is not None:
+        cache.save(str(root), set(folders))
+    ev = Evaluator(caps, mock_urls)
+    run.tasks = [ev.evaluate(results[f]) for f in sorted(results, key=lambda p: os.path.basename(p))]
+    st.seconds = time.perf_counter() - t0
+    return run

@@ -1,0 +1,210 @@
+"""Which programs a shell command (string or argv) calls, statically. Best effort and
+conservative: anything dynamic (`$CMD`, globs) is skipped rather than guessed."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from shinken.triage import pyscan
+from shinken.triage.vocab import GUI_PROGRAMS, SOFFICE_FLAGS
+
+Need = list  # [kind, [alternatives...], where]
+
+_PUNCT = frozenset("();<>|&")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+_EXE_NAME = re.compile(r"^[A-Za-z_][\w.+-]*$")
+_BIN_DIRS = ("/usr/bin/", "/bin/", "/usr/local/bin/", "/usr/sbin/", "/sbin/", "/usr/local/sbin/")
+_BUILTINS = frozenset(
+    "cd echo export set unset source . true false test [ [[ printf read exit return shift eval exec local "
+    "declare typeset readonly alias unalias trap wait pushd popd dirs umask ulimit let break continue "
+    "getopts hash type command builtin enable shopt jobs fg bg disown kill history caller times : "
+    "if then else elif fi for while until do done case esac function select in ! time coproc mapfile "
+    "readarray compgen complete".split()
+)
+# Skip the whole simple command: its words are not programs.
+_SKIP_WHOLE = frozenset({"for", "case", "select", "[", "[[", "test", "command", "type", "hash", "which",
+                         "local", "declare", "export", "readonly", "alias", "unset", "trap", "let", "read",
+                         "echo", "printf", "return", "exit", "shift", "set", "getopts", "ulimit", "umask",
+                         "mapfile", "readarray", "kill", "wait", "cd", "pushd", "popd", "source", "."})
+# Wrappers that run the next word as the program: name -> options taking a value.
+_WRAPPERS: dict[str, frozenset[str]] = {
+    "sudo": frozenset({"-u", "-g", "-p", "-C", "-h", "-U", "-r", "-t", "-D"}),
+    "env": frozenset({"-u", "-C", "-S"}), "nohup": frozenset(), "nice": frozenset({"-n"}),
+    "timeout": frozenset({"-s", "-k", "--signal", "--kill-after"}), "stdbuf": frozenset({"-i", "-o", "-e"}),
+    "setsid": frozenset(), "ionice": frozenset({"-c", "-n", "-p"}), "xvfb-run": frozenset({"-a", "-s", "-n"}),
+    "dbus-launch": frozenset(), "dbus-run-session": frozenset(), "runuser": frozenset({"-u", "-g"}),
+    "su": frozenset({"-c", "-s", "-g"}), "chroot": frozenset(), "exec": frozenset({"-a"}), "time": frozenset(),
+    "flock": frozenset({"-w", "-E"}), "taskset": frozenset(),
+}
+_NEEDS_ARG0 = frozenset({"sudo", "xvfb-run", "dbus-launch", "dbus-run-session", "flock", "taskset", "ionice",
+                         "stdbuf", "setsid", "timeout", "nice", "nohup", "env", "runuser"})
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+_PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
+_INSTALLERS = {"pip": "install", "pip3": "install", "apt-get": "install", "apt": "install", "npm": "install",
+               "conda": "install", "snap": "install", "uv": "pip"}
+
+
+def tokenize(cmd: str) -> list[str]:
+    # Newlines separate commands like `;` does.
+    lex = shlex.shlex(cmd.replace("\r", "").replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    try:
+        return list(lex)
+    except ValueError:  # unbalanced quotes: fall back to plain words
+        return cmd.split()
+
+
+def _simple_commands(tokens: list[str]) -> list[list[str]]:
+    out: list[list[str]] = []
+    cur: list[str] = []
+    skip_next = False
+    for tok in tokens:
+        if skip_next:
+            skip_next = False
+            continue
+        if tok and all(c in _PUNCT for c in tok):
+            # shlex glues adjacent punctuation (`);`, `>&`): split roles by character.
+            if "<" in tok or ">" in tok:
+                skip_next = not tok.endswith("&") or tok in (">&", "<&")
+            if any(c in ";|()&" for c in tok.replace(">&", "").replace("<&", "").replace("&>", "")):
+                if cur:
+                    out.append(cur)
+                cur = []
+        elif tok in ("{", "}", "!"):
+            if cur:
+                out.append(cur)
+            cur = []
+        else:
+            cur.append(tok)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def argv_needs(argv: list[str], where: str, functions: frozenset[str] = frozenset(), depth: int = 0) -> list[Need]:
+    """Needs of one simple command given as words."""
+    needs: list[Need] = []
+    i = 0
+    while i < len(argv) and (_ASSIGN.match(argv[i]) or argv[i] in ("$", "!")):
+        i += 1
+    while i < len(argv):
+        word = argv[i]
+        base = word.rsplit("/", 1)[-1] if word.startswith(_BIN_DIRS) else word
+        if base in _WRAPPERS and base != "su":
+            if base in _NEEDS_ARG0:
+                needs.append(["exe", [base], where])
+            opts = _WRAPPERS[base]
+            i += 1
+            while i < len(argv):
+                w = argv[i]
+                if base == "timeout" and not w.startswith("-") and re.match(r"^[\d.]+[smhd]?$", w):
+                    i += 1
+                    break
+                if base in ("env",) and _ASSIGN.match(w):
+                    i += 1
+                    continue
+                if w == "--":
+                    i += 1
+                    break
+                if w.startswith("-"):
+                    i += 2 if w in opts else 1
+                    continue
+                break
+            continue
+        break
+    if i >= len(argv) or depth > 4:
+        return needs
+    exe, args = argv[i], argv[i + 1 :]
+    if exe in _SKIP_WHOLE or exe in functions:
+        return needs
+    if exe.startswith(("/", "./", "~", "../")):
+        if not exe.startswith(_BIN_DIRS):
+            return needs  # a script the bundle downloads; its interpreter is what matters
+        exe = exe.rsplit("/", 1)[-1]
+    if exe in _BUILTINS or not _EXE_NAME.match(exe):
+        return needs
+    if exe in GUI_PROGRAMS:
+        apps = GUI_PROGRAMS[exe]
+        if exe in ("soffice", "libreoffice"):
+            for a in args:
+                if a in SOFFICE_FLAGS:
+                    apps = (SOFFICE_FLAGS[a],)
+        needs.append(["app", list(apps), f"{where}: {exe}"])
+        return needs
+    needs.append(["exe", [exe], where])
+    if exe in _SHELLS:
+        for j, a in enumerate(args):
+            if a == "-c" and j + 1 < len(args):
+                needs.extend(command_needs(args[j + 1], where, depth=depth + 1))
+                break
+            if a.startswith("-c") is False and not a.startswith("-"):
+                break
+    elif _PYTHON.match(exe):
+        for j, a in enumerate(args):
+            if a == "-m" and j + 1 < len(args):
+                mod = args[j + 1].split(".")[0]
+                needs.append(["module", [mod], f"{where}: -m {args[j + 1]}"])
+                if mod == "pip" and "install" in args[j + 2 :]:
+                    needs.append(["network", ["pip install"], where])
+                break
+            if a == "-c" and j + 1 < len(args):
+                for name in pyscan.regex_imports(args[j + 1].encode()):
+                    needs.append(["module", [name], f"{where}: -c"])
+                break
+            if not a.startswith("-"):
+                break
+    elif exe in _INSTALLERS and _INSTALLERS[exe] in args:
+        needs.append(["network", [f"{exe} {_INSTALLERS[exe]}"], where])
+    return needs
+
+
+def command_needs(cmd: str | list[str], where: str, depth: int = 0) -> list[Need]:
+    """Needs of an execute/launch command: argv list or shell string."""
+    if isinstance(cmd, list):
+        argv = [a for a in cmd if isinstance(a, str)]
+        return argv_needs(argv, where, depth=depth) if argv else []
+    needs: list[Need] = []
+    for sc in _simple_commands(tokenize(cmd)):
+        needs.extend(argv_needs(sc, where, depth=depth))
+    return needs
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_FUNC = re.compile(r"^\s*(?:function\s+([\w-]+)|([\w-]+)\s*\(\s*\))", re.M)
+
+
+def script_needs(text: str, where: str) -> list[Need]:
+    """Needs of a shell script: each line's simple commands, heredoc bodies skipped,
+    functions the script defines ignored."""
+    functions = frozenset(a or b for a, b in _FUNC.findall(text))
+    lines: list[str] = []
+    end_marker: str | None = None
+    pending = ""
+    for line in text.splitlines():
+        if end_marker is not None:
+            if line.strip() == end_marker:
+                end_marker = None
+            continue
+        m = _HEREDOC.search(line)
+        if m:
+            end_marker = m.group(2)
+            line = line[: m.start()]
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    needs: list[Need] = []
+    for line in lines:
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        for sc in _simple_commands(tokenize(s)):
+            if any(ch in w for w in sc[:1] for ch in "*?$`\"'="):
+                continue
+            if len(sc) >= 2 and sc[1] == "(":
+                continue
+            needs.extend(argv_needs(sc, where, functions))
+    return needs
