@@ -46,7 +46,10 @@ _register()
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # standalone_mode=False returns typer.Exit codes instead of raising them.
+        rc = app(standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
     except ShinkenError as exc:
         common.err.print(f"[bold red]shinken: error:[/] {exc}", soft_wrap=True)
         sys.exit(exc.exit_code)
