@@ -1,0 +1,183 @@
+"""A scripted policy: an OpenAI-compatible Responses API server (stdlib HTTP) that replays a
+fixed tool-call sequence per task, so a real NeMo Gym loop can be driven without a model.
+
+NeMo Gym's openai_model server POSTs `<policy_base_url>/responses` with the whole
+conversation so far (`input`: the row's messages, then every `function_call` and
+`function_call_output`) and validates the reply as an OpenAI `Response`. This server finds
+the task by its instruction, counts the tool results already in `input`, and answers with
+the next scripted call (whose arguments may read earlier tool output, e.g. an element id),
+or a final assistant message when the script is done.
+
+Run standalone: `python tests/scripted_policy.py --port 8123`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Step = Callable[[list[str]], tuple[str, dict[str, Any]]]  # earlier tool outputs -> (tool, arguments)
+
+_ENTRY = re.compile(r"^\[(e\d+)\] text\b.*\beditable\b", re.M)
+
+
+def entry_id(outputs: list[str]) -> str:
+    """The id of the editable text field in the latest tree observation."""
+    for text in reversed(outputs):
+        m = _ENTRY.search(text)
+        if m:
+            return m.group(1)
+    raise LookupError("no editable text element in any observation so far")
+
+
+def _fixed(name: str, args: dict[str, Any]) -> Step:
+    return lambda outputs: (name, args)
+
+
+SCRIPTS: dict[str, list[Step]] = {
+    "hello-file": [
+        _fixed("computer_exec", {"command": "printf 'hello shinken' > /home/user/hello.txt"}),
+        _fixed("computer_done", {}),
+    ],
+    "zenity-entry": [
+        _fixed("computer_observe", {"mode": "tree"}),
+        lambda outputs: ("computer_click", {"element": entry_id(outputs), "x": None, "y": None}),
+        _fixed("computer_type_text", {"text": "Ada Lovelace"}),
+        _fixed("computer_observe", {"mode": "diff"}),
+        _fixed("computer_key", {"keys": "Return"}),
+        _fixed("computer_done", {}),
+    ],
+}
+
+# Instruction fragments that identify each demo task in a conversation.
+MATCH = {
+    "hello-file": "/home/user/hello.txt",
+    "zenity-entry": "Ada Lovelace",
+}
+
+
+def task_of(input_items: list[dict[str, Any]]) -> str:
+    for item in input_items:
+        if item.get("role") == "user":
+            content = item.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            for task, frag in MATCH.items():
+                if frag in text:
+                    return task
+    raise LookupError("no scripted task matches the user message")
+
+
+def tool_outputs(input_items: list[dict[str, Any]]) -> list[str]:
+    return [str(i.get("output", "")) for i in input_items if i.get("type") == "function_call_output"]
+
+
+def next_call(input_items: list[dict[str, Any]]) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+    """(task, next tool call) or (task, None) when the script is finished."""
+    task = task_of(input_items)
+    outputs = tool_outputs(input_items)
+    steps = SCRIPTS[task]
+    if len(outputs) >= len(steps):
+        return task, None
+    return task, steps[len(outputs)](outputs)
+
+
+def response_for(body: dict[str, Any]) -> dict[str, Any]:
+    input_items = body.get("input") or []
+    if isinstance(input_items, str):
+        input_items = [{"role": "user", "content": input_items}]
+    task, call = next_call(input_items)
+    if call is None:
+        item = {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": f"{task}: done", "annotations": []}]}
+    else:
+        name, args = call
+        item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": f"call_{uuid.uuid4().hex}",
+                "name": name, "arguments": json.dumps(args), "status": "completed"}
+    n_in = len(json.dumps(input_items)) // 4
+    n_out = len(json.dumps(item)) // 4
+    return {
+        "id": f"resp_{uuid.uuid4().hex}", "object": "response", "created_at": int(time.time()),
+        "model": body.get("model") or "scripted", "status": "completed", "output": [item],
+        "parallel_tool_calls": bool(body.get("parallel_tool_calls", False)),
+        "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools", []),
+        "error": None, "incomplete_details": None, "instructions": None, "metadata": {},
+        "temperature": body.get("temperature"), "top_p": body.get("top_p"),
+        "usage": {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+
+
+@dataclass
+class PolicyServer:
+    """The HTTP server on 127.0.0.1; `calls` records (task, tool name or None) per request."""
+
+    port: int = 0
+    calls: list[tuple[str, str | None]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        policy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, doc: dict[str, Any]) -> None:
+                data = json.dumps(doc).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/") in ("/v1/models", "/models"):
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+                else:
+                    self._send(200, {"status": "ok"})
+
+            def do_POST(self) -> None:
+                if self.path.rstrip("/") not in ("/v1/responses", "/responses"):
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                    doc = response_for(body)
+                    item = doc["output"][0]
+                    policy.calls.append((task_of(body.get("input") or []), item.get("name")))
+                    self._send(200, doc)
+                except Exception as exc:  # reported to the caller and recorded for the test
+                    policy.errors.append(repr(exc))
+                    self._send(400, {"error": {"message": repr(exc), "type": "invalid_request_error"}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "PolicyServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port", type=int, default=8123)
+    ns = ap.parse_args()
+    srv = PolicyServer(port=ns.port).start()
+    print(f"scripted policy on {srv.base_url}", flush=True)
+    srv.thread.join()

@@ -1,0 +1,168 @@
+"""The generated shinken_cua server (app.py from `shinken make-workspace`) over real HTTP, driven
+the way NeMo Gym's simple agent drives a resources server: /seed_session with the row, each
+tool call with the cookies of the previous reply, /verify with the row + response.
+
+It runs in the nemo-gym container (python 3.13, nemo-gym 0.7.0) with the shinken wheel from
+the workspace installed, the Docker socket and the task root mounted at the same paths, on the
+host network; forks are sibling containers of the real sandbox image."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gym_harness as gh  # noqa: E402
+import scripted_policy as sp  # noqa: E402
+
+from shinken.workspace.writer import SERVER_DIR, WorkspaceOptions, make_workspace  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+LAUNCHER = """
+import sys, uvicorn
+sys.path.insert(0, {server!r})
+from unittest.mock import MagicMock  # the server never calls other Gym servers
+from nemo_gym.server_utils import ServerClient
+from app import ShinkenCuaConfig, ShinkenCuaResourcesServer
+cfg = ShinkenCuaConfig(host="127.0.0.1", port={port}, entrypoint="app.py", name="shinken_cua_resources_server",
+                       cua_gym_tasks={tasks!r}, shinken_image={image!r}, shinken_state_fidelity="filesystem")
+server = ShinkenCuaResourcesServer(config=cfg, server_client=MagicMock(spec=ServerClient))
+uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
+"""
+
+
+def _row(ws: Path, task: str) -> dict:
+    import json
+
+    for line in (ws / SERVER_DIR / "data" / "example.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["task_id"] == task:
+            return row
+    raise LookupError(task)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, docker_client):
+    image = gh.sandbox_image()
+    tmp = tmp_path_factory.mktemp("contract")
+    tasks = Path(__file__).resolve().parent.parent / "demo"
+    ids = tmp / "ids.txt"
+    ids.write_text("hello-file\nzenity-entry\n")
+    ws = tmp / "ws"
+    make_workspace(WorkspaceOptions(dest=ws, task_root=tasks, ids_file=ids, image=image))
+    port = gh.free_port()
+    server_dir = ws / SERVER_DIR
+    (tmp / "launch.py").write_text(LAUNCHER.format(server=str(server_dir), port=port, tasks=str(tasks), image=image))
+    wheel = next((server_dir / "vendor").glob("shinken-*.whl"))
+    c = gh.GymContainer(mounts=[tmp, tasks], workdir=str(server_dir))
+    c.start(f"pip install -q --no-cache-dir {wheel} pytest && exec python {tmp / 'launch.py'}")
+    try:
+        gh.wait_http(port, container=c, timeout=600)
+        yield {"port": port, "ws": ws, "container": c, "server_dir": server_dir}
+    finally:
+        c.stop()
+
+
+def _run_script(port: int, row: dict) -> tuple[dict, list[tuple[str, str]], dict[str, str]]:
+    """Seed, replay the task's scripted calls with cookies carried forward, verify."""
+    seed = gh.post(port, "/seed_session", row)
+    assert seed.status == 200, seed.text
+    cookies = dict(seed.cookies)
+    assert cookies, "seed_session must set the session cookie"
+    items: list[dict] = list(row["responses_create_params"]["input"])
+    transcript: list[tuple[str, str]] = []
+    while True:
+        _, call = sp.next_call(items)
+        if call is None:
+            break
+        name, args = call
+        r = gh.post(port, f"/{name}", args, cookies)
+        assert r.status == 200, (name, r.status, r.text)
+        cookies.update(r.cookies)
+        transcript.append((name, r.text))
+        items += [{"type": "function_call", "name": name, "arguments": "", "call_id": str(len(items))},
+                  {"type": "function_call_output", "output": r.text, "call_id": str(len(items))}]
+    response = {"id": "resp_contract", "object": "response", "created_at": int(time.time()), "model": "scripted",
+                "output": [], "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}
+    v = gh.post(port, "/verify", {**row, "response": response}, cookies)
+    assert v.status == 200, v.text
+    return v.json(), transcript, cookies
+
+
+def test_hello_file_scores_one(server) -> None:
+    row = _row(server["ws"], "hello-file")
+    result, transcript, cookies = _run_script(server["port"], row)
+    assert [n for n, _ in transcript] == ["computer_exec", "computer_done"]
+    assert transcript[0][1].startswith("exit code 0")
+    assert result["reward"] == 1.0 and result["mask_sample"] is False
+    assert result["task_id"] == "hello-file" and result["bundle_hash"] == row["bundle_hash"]
+    assert "REWARD: 1.0" in result["reward_output_tail"]
+    # close_session is idempotent, also after verify released the rollout
+    for _ in range(2):
+        r = gh.post(server["port"], "/close_session", {}, cookies)
+        assert r.status == 200, r.text
+
+
+def test_zenity_entry_scores_one_through_the_accessibility_tree(server) -> None:
+    row = _row(server["ws"], "zenity-entry")
+    result, transcript, _ = _run_script(server["port"], row)
+    names = [n for n, _ in transcript]
+    assert names == ["computer_observe", "computer_click", "computer_type_text", "computer_observe",
+                     "computer_key", "computer_done"]
+    tree = transcript[0][1]
+    assert "Shinken" in tree and sp.entry_id([tree]) in transcript[1][1]  # clicked the entry by its id
+    diff = transcript[3][1]
+    assert "Ada Lovelace" in diff and len(diff) < len(tree)  # the diff shows the change, not the tree
+    assert result["reward"] == 1.0, result
+    assert result["mask_sample"] is False
+
+
+def test_stale_generation_is_refused(server) -> None:
+    port = server["port"]
+    row = _row(server["ws"], "hello-file")
+    r = gh.post(port, "/computer_exec", {"command": "true"})
+    assert r.status == 409 and r.json()["error"] == "no_session"
+    first = gh.post(port, "/seed_session", row)
+    assert first.status == 200
+    old = dict(first.cookies)
+    second = gh.post(port, "/seed_session", row, old)  # same session, new rollout
+    assert second.status == 200
+    new = {**old, **second.cookies}
+    assert new != old
+    stale = gh.post(port, "/computer_exec", {"command": "printf 'hello shinken' > /home/user/hello.txt"}, old)
+    assert stale.status == 409 and stale.json()["error"] == "stale_session"
+    again = gh.post(port, "/seed_session", row, old)  # a stale cookie cannot replace the rollout either
+    assert again.status == 409
+    assert gh.post(port, "/verify", {**row, "response": _empty_response()}, old).status == 409
+    # the newer rollout was not touched by the refused calls: its untouched state scores 0
+    v = gh.post(port, "/verify", {**row, "response": _empty_response()}, new)
+    assert v.status == 200 and v.json()["reward"] == 0.0, v.text
+
+
+def _empty_response() -> dict:
+    return {"id": "resp_x", "object": "response", "created_at": 0, "model": "scripted", "output": [],
+            "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}
+
+
+def test_generated_app_tests_pass_and_rows_validate_with_gym(server) -> None:
+    c: gh.GymContainer = server["container"]
+    r = c.exec("python -m pytest -q -p no:cacheprovider tests/test_app.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # Every shipped row passes NeMo Gym's own request model (strict responses_create_params).
+    check = (
+        "import json, glob\n"
+        "from nemo_gym.base_resources_server import BaseRunRequest\n"
+        "n = 0\n"
+        "for f in sorted(glob.glob('data/*.jsonl')):\n"
+        "    if f.endswith('_prepare.jsonl'): continue\n"
+        "    for line in open(f):\n"
+        "        BaseRunRequest.model_validate(json.loads(line)); n += 1\n"
+        "print(n)\n"
+    )
+    r = c.exec(f"python - <<'EOF'\n{check}EOF")
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.strip()) == 5 + 2
