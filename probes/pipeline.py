@@ -125,26 +125,29 @@ def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _triage_now(bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]] | None:
-    """Triage with the triage package when it offers a Python API; None when it does not
-    (then only the loader's fatal defects are decided before probing)."""
+def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]] | None:
+    """Triage with the triage package (same analysis as `shinken triage`); None when it is absent
+    (then only the loader's fatal defects are decided before probing).
+
+    Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
+    on the reward script (no REWARD marker, syntax error, ...) is a prediction the probe can
+    check by running it, and the probe records the evidence (reward_error with the output).
+    Loader defects are fatal either way (Bundle.ok). A triage report passed with --triage
+    is the user's decision and is followed as written."""
     try:
-        from shinken.triage import api as triage_api  # type: ignore[attr-defined]
+        from shinken.triage.evaluate import Capabilities
+        from shinken.triage.manifest import manifest_for_image
+        from shinken.triage.run import triage_root
     except ImportError:
         return None
-    fn: Callable[..., Any] | None = getattr(triage_api, "triage_bundles", None)
-    if fn is None:
-        return None
-    report = fn(bundles, image)
-    if hasattr(report, "to_json"):
-        report = report.to_json()
+    ids = {b.id for b in bundles}
+    caps = Capabilities.from_manifest(manifest_for_image(image))
+    report = [t for t in triage_root(task_root, caps).tasks if t.get("id") in ids]
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
         tid, verdict, detail = _triage_verdict(e)
-        if tid is None:
-            continue
-        out[tid] = ("runnable", detail) if verdict in RUNNABLE_VERDICTS else (
-            ("defective", detail) if verdict == "defective" else ("blocked", f"triage: {verdict}: {detail}"))
+        if tid is not None and verdict == "blocked":
+            out[tid] = ("blocked", f"triage: {verdict}: {detail}")
     return out
 
 
@@ -158,7 +161,7 @@ def plan(req: ProbeRequest) -> Plan:
             raise ShinkenError(f"{req.ids}: {len(missing)} id(s) not under {req.task_root}: {', '.join(missing[:5])}")
         bundles = [by_id[i] for i in dict.fromkeys(wanted)]
     verdicts: dict[str, tuple[str, str]] = {}
-    triage = _verdicts_from_triage(req.triage) if req.triage else _triage_now(bundles, req.image)
+    triage = _verdicts_from_triage(req.triage) if req.triage else _triage_now(req.task_root, bundles, req.image)
     for b in bundles:
         if not b.ok:
             fatal = next(d for d in b.defects if d.fatal)
@@ -166,7 +169,7 @@ def plan(req: ProbeRequest) -> Plan:
         elif triage is not None:
             v = triage.get(b.id)
             if v is None:
-                if req.triage:
+                if req.triage:  # the report decides the scope: unknown tasks are not run
                     verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
             elif v[0] != "runnable":
                 verdicts[b.id] = v

@@ -335,7 +335,7 @@ def _popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
 def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_client, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     expected = _quick_set(root, 5, f"k{os.getpid()}")
-    run_dir, receipt = tmp_path / "probe-kill", tmp_path / "receipt.json"
+    run_dir, receipt = tmp_path / f"probe-kill-{os.getpid()}", tmp_path / "receipt.json"
     args = [str(root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(run_dir), "--repeats", "2"]
     proc = _popen(args)
     try:

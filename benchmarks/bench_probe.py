@@ -1,0 +1,143 @@
+"""Probe throughput on real Docker: tasks/hour at concurrency 1 and 2 over a mix of CLI
+and spreadsheet tasks, the per-task cost split (golden build / forks / rewards), and the
+wall time of --repeats 4 against --repeats 1 (target <= 1.6).
+
+Every configuration probes freshly generated bundles (a nonce in each), so every golden
+is built cold; the goldens made here are deleted at the end.
+
+    .venv/bin/python benchmarks/bench_probe.py [--image IMAGE] [--cli N] [--sheet N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from shinken.probes.executors import LocalExecutor
+from shinken.probes.pipeline import ProbeRequest, run_probe
+
+SHEET_SETUP = """from openpyxl import Workbook
+wb = Workbook(); ws = wb.active; ws.title = "Sales"
+ws.append(["Item", "Quantity", "Unit Price", "Total"])
+for i in range({rows}):
+    ws.append([f"item{{i}}", i + 1, 1.5, None])
+wb.save("/home/user/sales.xlsx")
+"""
+SHEET_REWARD = """# {nonce}
+from openpyxl import load_workbook
+ws = load_workbook("/home/user/sales.xlsx")["Sales"]
+rows = list(ws.iter_rows(min_row=2, values_only=True))
+good = sum(1 for _, q, p, t in rows if isinstance(t, (int, float)) and abs(t - q * p) < 1e-6)
+print(f"REWARD: {{good / len(rows):.2f}}")
+"""
+CLI_SETUP = "#!/bin/bash\nset -e\nmkdir -p /home/user/notes\necho '{nonce}' > /home/user/notes/seed.txt\n"
+CLI_REWARD = """# {nonce}
+import os
+p = "/home/user/hello.txt"
+print("REWARD: 1.0" if os.path.exists(p) and open(p).read().strip() == "hello" else "REWARD: 0.0")
+"""
+
+
+def make_tasks(root: Path, n_cli: int, n_sheet: int) -> None:
+    for i in range(n_cli):
+        nonce = uuid.uuid4().hex
+        d = root / f"cli-{i}"
+        d.mkdir(parents=True)
+        (d / "initial_setup.sh").write_text(CLI_SETUP.format(nonce=nonce))
+        (d / "reward.py").write_text(CLI_REWARD.format(nonce=nonce))
+        (d / "config.json").write_text(json.dumps({
+            "id": f"cli-{i}", "instruction": "Write hello into /home/user/hello.txt", "app_type": "os",
+            "shinken_state_fidelity": "filesystem",
+            "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.sh", "path": "/home/user/initial_setup.sh"}]}},
+                       {"type": "execute", "parameters": {"command": "bash /home/user/initial_setup.sh"}}],
+            "evaluator": {"type": "python", "url": "./reward.py"}}))
+    for i in range(n_sheet):
+        nonce = uuid.uuid4().hex
+        d = root / f"sheet-{i}"
+        d.mkdir(parents=True)
+        (d / "initial_setup.py").write_text(SHEET_SETUP.format(rows=4 + i))
+        (d / "reward.py").write_text(SHEET_REWARD.format(nonce=nonce))
+        (d / "task.json").write_text(json.dumps({
+            "id": f"sheet-{i}", "instruction": "Fill column D with Quantity * Unit Price", "app_type": "libreoffice_calc",
+            "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py", "path": "/home/user/initial_setup.py"}]}},
+                       {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
+            "evaluator": {"type": "python", "url": "./reward.py"}}))
+
+
+def run(image: str, base: Path, name: str, n_cli: int, n_sheet: int, *, concurrency: int, repeats: int) -> dict:
+    root = base / name / "tasks"
+    make_tasks(root, n_cli, n_sheet)
+    req = ProbeRequest(task_root=root, image=image, run_dir=base / name / "run", repeats=repeats,
+                       concurrency=concurrency, state_fidelity="filesystem")
+    t0 = time.monotonic()
+    doc = run_probe(req, executor=LocalExecutor(concurrency))
+    wall = time.monotonic() - t0
+    bad = [t for t in doc["tasks"] if t["outcome"] != "kept"]
+    if bad:
+        print(f"warning: {name}: {len(bad)} task(s) not kept: {[(t['task_id'], t['reason'], t['detail'][:120]) for t in bad]}",
+              file=sys.stderr)
+    return {"name": name, "wall": wall, "doc": doc, "n": len(doc["tasks"])}
+
+
+def split(doc: dict, prefix: str) -> dict[str, float]:
+    ts = [t for t in doc["tasks"] if t["task_id"].startswith(prefix)]
+    med = lambda xs: statistics.median(xs) if xs else 0.0  # noqa: E731
+    return {"golden": med([t["timings"]["golden_build_s"] for t in ts]),
+            "fork": med([x for t in ts for x in t["timings"]["fork_s"]]),
+            "reward": med([x for t in ts for x in t["timings"]["reward_s"]]),
+            "task": med([t["timings"]["total_s"] for t in ts])}
+
+
+def cleanup(image_tags: list[str]) -> None:
+    import docker
+
+    client = docker.from_env()
+    for tag in image_tags:
+        try:
+            img = client.images.get(tag)
+            if img.labels.get("shinken.kind") == "golden":  # only goldens this benchmark made
+                client.images.remove(img.id, force=True)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--image", default="shinken/sandbox-linux:latest")
+    ap.add_argument("--cli", type=int, default=4)
+    ap.add_argument("--sheet", type=int, default=4)
+    a = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="shinken-bench-probe-"))
+    results = {}
+    goldens: list[str] = []
+    try:
+        for name, conc, rep in (("c1", 1, 2), ("c2", 2, 2), ("k1", 1, 1), ("k4", 1, 4)):
+            r = run(a.image, base, name, a.cli, a.sheet, concurrency=conc, repeats=rep)
+            results[name] = r
+            goldens += [t["golden"] for t in r["doc"]["tasks"] if t.get("golden")]
+            print(f"{name}: concurrency {conc}, repeats {rep}: {r['n']} tasks in {r['wall']:.1f} s "
+                  f"= {r['n'] / r['wall'] * 3600:,.0f} tasks/h", flush=True)
+    finally:
+        cleanup(goldens)
+    c1, c2, k1, k4 = (results[k] for k in ("c1", "c2", "k1", "k4"))
+    print()
+    print(f"tasks/hour (repeats 2, {a.cli} CLI + {a.sheet} spreadsheet, cold goldens):")
+    print(f"  concurrency 1: {c1['n'] / c1['wall'] * 3600:,.0f}   concurrency 2: {c2['n'] / c2['wall'] * 3600:,.0f}"
+          f"   speed-up {c1['wall'] / c2['wall']:.2f}x")
+    print("per-task cost, median seconds (concurrency 1, repeats 2):")
+    for kind in ("cli", "sheet"):
+        s = split(c1["doc"], kind)
+        print(f"  {kind:5s}: golden build {s['golden']:.2f}  fork (+desktop, post-fork replay) {s['fork']:.2f}"
+              f"  reward (postconfig + reward.py) {s['reward']:.2f}  whole task {s['task']:.2f}")
+    print(f"--repeats 4 / --repeats 1 wall time: {k4['wall']:.1f} s / {k1['wall']:.1f} s = "
+          f"{k4['wall'] / k1['wall']:.2f} (target <= 1.6)")
+
+
+if __name__ == "__main__":
+    main()
