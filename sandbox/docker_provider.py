@@ -454,7 +454,7 @@ class DockerProvider:
         try:
             ex = self.api.exec_create(cid, full, stdout=True, stderr=True, user=user, environment=env,
                                       workdir=workdir)
-            sock = self.api.exec_start(ex["Id"], socket=True)
+            sock = self._exec_stream(ex["Id"])
         except docker.errors.NotFound as exc:
             raise _infra(f"container {cid[:12]} vanished", exc) from None
         except docker.errors.APIError as exc:
@@ -462,14 +462,15 @@ class DockerProvider:
         data, guard_hit, total = _read_frames(sock, t0 + t_in + EXEC_GRACE_S, max_output + 256)
         duration = _now() - t0
         text = data.decode("utf-8", "replace")
-        idx = text.rfind(nonce)
         exit_code: int | None
         oom = pids = 0
-        if idx >= 0:
-            fields = text[idx:].split()
-            exit_code, oom, pids = int(fields[1]), int(fields[2]), int(fields[3])
-            text = text[:idx]
-            text = text[:-1] if text.endswith("\n") else text
+        # stdout and stderr are copied by separate daemon goroutines, so stdout that was
+        # written before the (stderr) marker may still arrive after it: cut the marker
+        # line out, keep what follows.
+        m = re.search(rf"\n?{nonce} (-?\d+) (-?\d+) (-?\d+)\n", text)
+        if m:
+            exit_code, oom, pids = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            text = text[: m.start()] + text[m.end():]
         elif guard_hit:
             exit_code = None
         else:
@@ -482,6 +483,19 @@ class DockerProvider:
         if len(text) > max_output:
             text = text[-max_output:]
         return ExecResult(exit_code, text, timed_out, duration, truncated, oom, pids)
+
+    def _exec_stream(self, exec_id: str) -> Any:
+        """Start an exec and return the buffered reader of its hijacked connection.
+        Reading the raw socket under it (what exec_start(socket=True) returns) loses
+        whatever the HTTP parser already buffered past the response headers: the
+        first output frames of fast commands."""
+        api = self.api
+        res = api._post_json(api._url("/exec/{0}/start", exec_id), headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                             data={"Tty": False, "Detach": False}, stream=True)
+        api._raise_for_status(res)
+        fp = res.raw._fp.fp  # BufferedReader over the socket; holds any over-read bytes
+        fp._shinken_response = res  # keep the response (and its connection) alive
+        return fp
 
     def _exec_exit(self, cid: str, exec_id: str) -> int | None:
         for _ in range(20):
@@ -712,7 +726,8 @@ def _read_frames(sock: Any, deadline: float, cap: int) -> tuple[bytes, bool, int
     """Read the multiplexed exec stream until EOF or `deadline`. Keeps the last `cap`
     bytes (stdout and stderr interleaved in arrival order). Returns (data, guard_hit,
     total bytes received)."""
-    raw = getattr(sock, "_sock", sock)
+    raw = sock.raw  # SocketIO
+    raw = getattr(raw, "_sock", raw)
     buf = bytearray()
     pending = b""
     total = 0
@@ -722,7 +737,7 @@ def _read_frames(sock: Any, deadline: float, cap: int) -> tuple[bytes, bool, int
         if left <= 0:
             raise TimeoutError
         raw.settimeout(left)
-        return sock.read(n) if hasattr(sock, "read") else raw.recv(n)
+        return sock.read1(n)
 
     try:
         while True:
@@ -750,6 +765,6 @@ def _read_frames(sock: Any, deadline: float, cap: int) -> tuple[bytes, bool, int
         return bytes(buf[-cap:]), False, total
     finally:
         try:
-            sock.close()
-        except OSError:
+            sock._shinken_response.close()
+        except (OSError, AttributeError):
             pass

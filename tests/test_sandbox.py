@@ -1,0 +1,352 @@
+"""The Docker sandbox against the real engine and the real sandbox image: golden builds
+of every demo bundle, forks, isolation, replay of process steps, reward runs including
+hostile reward scripts (written to tmp_path bundles), labels and the golden cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shinken.bundles.loader import load_bundle
+from shinken.sandbox.api import FidelityError, InfraError, SetupError
+from shinken.sandbox.docker_provider import DockerProvider
+from shinken.sandbox.ownership import LABEL_KIND, LABEL_OWNER, LABEL_RUN, Owner
+from shinken.sandbox.policy import Limits
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "demo"
+SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
+
+
+@pytest.fixture(scope="module")
+def image(docker_client) -> str:
+    # SHINKEN_TEST_IMAGE lets a developer point at another image; CI builds the real one
+    # (cached by content hash).
+    ref = os.environ.get("SHINKEN_TEST_IMAGE")
+    if ref:
+        return docker_client.images.get(ref).id
+    from shinken.images.build import ensure_image
+
+    return ensure_image("linux", client=docker_client)
+
+
+@pytest.fixture(scope="module")
+def provider(docker_client):
+    run = "test-sandbox-" + uuid.uuid4().hex[:8]
+    p = DockerProvider(docker_client, run_id=run)
+    built: list = []
+    p.test_built = built  # goldens this module built, removed at the end
+    yield p
+    p.close()
+    for g in built:
+        p.delete_golden(g)
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+def _golden(provider, bundle, image, **kw):
+    g = provider.ensure_golden(bundle, image, accept_filesystem=True, **kw)
+    if not g.reused:
+        provider.test_built.append(g)
+    return g
+
+
+def write_bundle(root: Path, name: str, reward: str, config: list | None = None, files: dict | None = None,
+                 **extra) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    task = {"id": name, "instruction": "test", "app_type": "os", "shinken_state_fidelity": "filesystem",
+            "config": config or [], "evaluator": {"type": "python", "url": "./reward.py"}, **extra}
+    (d / "config.json").write_text(json.dumps(task))
+    (d / "reward.py").write_text(reward)
+    for n, text in (files or {}).items():
+        (d / n).write_text(text)
+    return d
+
+
+# What each demo bundle's setup leaves behind, and the reward of the untouched state.
+DEMO_EXPECT = {
+    "hello-file": ("/home/user/notes/todo.txt", 0.0, None),
+    SPREADSHEET: ("/home/user/sales.xlsx", 0.0, None),
+    "zenity-entry": ("/home/user/ask_name.sh", 0.0, None),
+    "zero-signal": ("/home/user/readme.txt", 1.0, None),
+    "broken-reward": (None, None, "no_reward_line"),
+}
+
+
+def test_every_demo_bundle_is_covered() -> None:
+    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted(DEMO_EXPECT)
+
+
+@pytest.mark.parametrize("name", sorted(DEMO_EXPECT))
+def test_demo_golden_fork_and_reward(provider, image, name) -> None:
+    bundle = load_bundle(DEMO / name)
+    golden = _golden(provider, bundle, image)
+    assert golden.image_id.startswith("sha256:") and golden.bundle_hash == bundle.bundle_hash
+    assert golden.state_fidelity == "filesystem" and golden.lost_processes == []
+    path, reward, error = DEMO_EXPECT[name]
+    with provider.fork(golden) as fork:
+        if path:
+            res = fork.exec(["test", "-s", path])
+            assert res.exit_code == 0, f"{path} missing in the fork of {name}"
+        result = fork.run_reward(bundle, timeout=60)
+        assert (result.reward, result.error) == (reward, error), result.output_tail
+
+
+def test_fidelity_fails_closed(provider, image) -> None:
+    bundle = load_bundle(DEMO / SPREADSHEET)
+    assert bundle.state_fidelity == "process_memory"
+    with pytest.raises(FidelityError, match="process_memory"):
+        provider.ensure_golden(bundle, image)
+
+
+def test_forks_are_isolated_and_see_the_golden(provider, image) -> None:
+    golden = _golden(provider, load_bundle(DEMO / "hello-file"), image)
+    a, b = provider.fork(golden), provider.fork(golden)
+    try:
+        assert a.id != b.id
+        assert a.exec("echo only-a > /home/user/hello.txt && rm /home/user/notes/todo.txt").ok
+        assert a.download("/home/user/hello.txt") == b"only-a\n"
+        assert b.exec("test -e /home/user/hello.txt").exit_code == 1
+        assert b.download("/home/user/notes/todo.txt").startswith(b"remember")
+        with pytest.raises(FileNotFoundError):
+            a.download("/home/user/notes/todo.txt")
+    finally:
+        a.close()
+        b.close()
+    c = provider.fork(golden)  # the golden itself is untouched
+    try:
+        assert c.exec("test -e /home/user/notes/todo.txt && test ! -e /home/user/hello.txt").ok
+    finally:
+        c.close()
+
+
+def test_golden_cache_hit_and_labels(provider, image, docker_client, tmp_path) -> None:
+    d = write_bundle(tmp_path, "cache-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n',
+                     config=[{"type": "execute", "parameters": {"command": "echo x > /home/user/x"}}])
+    bundle = load_bundle(d)
+    first = _golden(provider, bundle, image)
+    assert not first.reused
+    t0 = time.monotonic()
+    second = provider.ensure_golden(bundle, image, accept_filesystem=True)
+    assert second.reused and second.image_id == first.image_id and second.tag == first.tag
+    assert time.monotonic() - t0 < 1.0
+    labels = docker_client.images.get(first.image_id).labels
+    me = Owner.current().label()
+    assert labels[LABEL_KIND] == "golden" and labels[LABEL_OWNER] == me
+    assert labels["shinken.task"] == bundle.id and labels["shinken.bundle_hash"] == bundle.bundle_hash
+    assert labels["shinken.base_image"] == image and labels["shinken.managed"] == "1"
+    with provider.fork(first) as fork:
+        c = docker_client.containers.get(fork.id)
+        assert c.labels[LABEL_KIND] == "fork" and c.labels[LABEL_OWNER] == me
+        assert c.labels[LABEL_RUN] == provider.run_id and c.labels["shinken.golden"] == first.image_id
+        hc = c.attrs["HostConfig"]
+        assert hc["CapDrop"] == ["ALL"] and "no-new-privileges" in hc["SecurityOpt"][0]
+        assert hc["NetworkMode"] == "none" and hc["PidsLimit"] > 0 and hc["Memory"] > 0
+    # no build container survives a build
+    builds = docker_client.containers.list(all=True, filters={"label": [f"{LABEL_KIND}=build",
+                                                                         f"{LABEL_RUN}={provider.run_id}"]})
+    assert builds == []
+    # a changed bundle is a different golden
+    (d / "extra.txt").write_text("changed")
+    third = _golden(provider, load_bundle(d), image)
+    assert not third.reused and third.image_id != first.image_id
+
+
+def test_delete_golden_is_explicit(provider, image, docker_client, tmp_path) -> None:
+    d = write_bundle(tmp_path, "del-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n')
+    golden = provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    fork = provider.fork(golden)  # deleting closes this provider's forks of it first
+    provider.delete_golden(golden)
+    assert not docker_client.images.list(filters={"label": f"shinken.bundle_hash={golden.bundle_hash}"})
+    assert not docker_client.containers.list(all=True, filters={"id": fork.id})
+    provider.delete_golden(golden)  # already gone: fine
+    with pytest.raises(Exception):
+        provider.delete_golden(image)  # not a golden: refused
+
+
+def test_setup_failure_names_the_step(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "failing-setup", 'print("REWARD: 0")\n', files={"s.sh": "echo about to fail; exit 3\n"},
+                     config=[{"type": "download", "parameters": {"files": [{"url": "./s.sh", "path": "/home/user/s.sh"}]}},
+                             {"type": "execute", "parameters": {"command": ["bash", "/home/user/s.sh"]}}])
+    with pytest.raises(SetupError) as info:
+        provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    err = info.value
+    assert (err.step_index, err.step_type) == (1, "execute")
+    assert "config[1] (execute)" in str(err) and "status 3" in err.detail
+    assert "about to fail" in err.output_tail
+
+
+def test_remote_download_needs_network(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "remote", 'print("REWARD: 0")\n',
+                     config=[{"type": "download", "parameters": {"files": [
+                         {"url": "https://example.com/data.xlsx", "path": "/home/user/data.xlsx"}]}}])
+    with pytest.raises(SetupError, match="no network") as info:
+        provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    assert info.value.step_type == "download"
+
+
+def test_lost_processes_are_recorded(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "lost-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n',
+                     config=[{"type": "execute", "parameters": {
+                         "command": "nohup sleep 4242 >/dev/null 2>&1 & echo started"}}])
+    golden = _golden(provider, load_bundle(d), image)
+    assert any("sleep 4242" in p for p in golden.lost_processes), golden.lost_processes
+    again = provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    assert again.reused and again.lost_processes == golden.lost_processes
+    with provider.fork(golden) as fork:  # and indeed it is not running in a fork
+        assert "sleep 4242" not in fork.exec(["ps", "-eo", "args"]).output
+
+
+def test_exec_timeout_upload_download(provider, image) -> None:
+    golden = _golden(provider, load_bundle(DEMO / "hello-file"), image)
+    with provider.fork(golden) as fork:
+        t0 = time.monotonic()
+        res = fork.exec("echo before; sleep 30", timeout=1)
+        assert res.timed_out and res.exit_code is None and "before" in res.output
+        assert time.monotonic() - t0 < 5
+        res = fork.exec(["bash", "-c", "echo out; echo err >&2; exit 7"])
+        assert (res.exit_code, res.timed_out) == (7, False) and "out" in res.output and "err" in res.output
+        res = fork.exec("head -c 200000 /dev/zero | tr '\\0' a; echo END", max_output=1000)
+        assert res.truncated and len(res.output) <= 1000 and res.output.rstrip().endswith("END")
+        fork.upload(b"\x00\x01binary", "/home/user/a/b/c.bin", mode=0o600)
+        assert fork.download("/home/user/a/b/c.bin") == b"\x00\x01binary"
+        assert fork.exec("stat -c '%U %a' /home/user/a/b/c.bin").output.strip() == "user 600"
+        assert fork.exec("id -un").output.strip() == "user"
+        assert fork.exec("id -un", user="root").output.strip() == "root"
+
+
+def test_sandbox_has_no_network_and_no_privileges(provider, image) -> None:
+    golden = _golden(provider, load_bundle(DEMO / "hello-file"), image)
+    with provider.fork(golden) as fork:
+        assert fork.exec("ls /sys/class/net").output.split() == ["lo"]
+        caps = fork.exec("grep CapEff /proc/self/status").output.split()[-1]
+        assert int(caps, 16) == 0  # `user` holds no capabilities
+        nnp = fork.exec("grep NoNewPrivs /proc/self/status").output.split()[-1]
+        assert nnp == "1"
+
+
+def test_reward_runs_as_user_from_root_owned_dir(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "whoami", "import os, sys\n"
+                     "print('uid', os.getuid(), 'path', __file__)\n"
+                     "try:\n    open(__file__, 'a').write('x')\n    print('writable')\n"
+                     "except OSError:\n    print('read-only')\n"
+                     "print('REWARD: 1.0')\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with provider.fork(golden) as fork:
+        res = fork.run_reward(bundle)
+    assert res.reward == 1.0 and res.error is None
+    assert "uid 1000" in res.output_tail and "read-only" in res.output_tail
+
+
+def test_reward_infinite_loop_is_killed_at_timeout(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "forever", "print('spinning', flush=True)\nwhile True:\n    pass\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with provider.fork(golden) as fork:
+        t0 = time.monotonic()
+        res = fork.run_reward(bundle, timeout=2)
+        assert time.monotonic() - t0 < 8
+        assert res.error == "timeout" and res.reward is None and "spinning" in res.output_tail
+        # the loop is gone: nothing left burning CPU in the fork
+        assert "python3" not in fork.exec(["ps", "-eo", "comm"]).output
+
+
+@pytest.fixture(scope="module")
+def tight_provider(docker_client):
+    """Small limits so a hostile reward hits them fast."""
+    p = DockerProvider(docker_client, run_id="test-sandbox-tight-" + uuid.uuid4().hex[:8],
+                       limits=Limits(mem="256m", pids=64))
+    yield p
+    p.close()
+
+
+def test_reward_fork_bomb_is_contained(tight_provider, provider, image, docker_client, tmp_path) -> None:
+    d = write_bundle(tmp_path, "forkbomb", "import os\nprint('bomb', flush=True)\nwhile True:\n"
+                     "    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with tight_provider.fork(golden) as fork:
+        res = fork.run_reward(bundle, timeout=3)
+        assert res.error in ("resource_limit", "crash"), res
+        assert res.error == "resource_limit" and "pids_limit" in res.output_tail
+        # the fork is still usable once the bomb is killed, and the host is fine
+        assert fork.exec("echo alive", timeout=10).output.strip() == "alive"
+    assert docker_client.ping()
+
+
+def test_reward_memory_hog_is_contained(tight_provider, provider, image, docker_client, tmp_path) -> None:
+    d = write_bundle(tmp_path, "memhog", "print('allocating', flush=True)\nx = bytearray(2 << 30)\n"
+                     "for i in range(0, len(x), 4096):\n    x[i] = 1\nprint('REWARD: 1.0')\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with tight_provider.fork(golden) as fork:
+        res = fork.run_reward(bundle, timeout=30)
+        assert res.error == "resource_limit" and res.reward is None, res
+        assert "oom_kills=" in res.output_tail
+        assert fork.exec("echo alive").output.strip() == "alive"
+    assert docker_client.ping()
+
+
+def test_zenity_dialog_is_back_after_fork(provider, image) -> None:
+    bundle = load_bundle(DEMO / "zenity-entry")
+    golden = _golden(provider, bundle, image)
+    assert golden.needs_desktop and [s.type for s in golden.post_fork] == ["launch", "sleep"]
+    with provider.fork(golden) as fork:
+        deadline = time.monotonic() + 10
+        while True:
+            res = fork.exec("pgrep -x zenity && xdotool search --name '^Shinken$'")
+            if res.ok or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert res.ok, f"no zenity window after fork: {res.output}"
+        # answering the replayed dialog is scored by the bundle's reward
+        assert fork.exec("xdotool search --name '^Shinken$' windowactivate --sync; "
+                         "xdotool type --delay 5 'Ada Lovelace'; xdotool key Return; sleep 0.5").ok
+        assert fork.run_reward(bundle).reward == 1.0
+    with provider.fork(golden, replay=False) as fork:
+        time.sleep(0.5)
+        assert fork.exec("pgrep -x zenity").exit_code == 1
+
+
+def test_warm_pool(provider, image) -> None:
+    golden = _golden(provider, load_bundle(DEMO / "hello-file"), image)
+    with provider.pool(golden, 2) as pool:
+        a = pool.acquire(timeout=60)
+        b = pool.acquire(timeout=60)
+        assert a.id != b.id and a.exec("cat /home/user/notes/todo.txt").ok
+        deadline = time.monotonic() + 30
+        while pool.ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.ready == 2  # refilled in the background
+        t0 = time.monotonic()
+        c = pool.acquire()
+        assert time.monotonic() - t0 < 0.05
+        for f in (a, b, c):
+            f.close()
+    with pytest.raises(Exception):
+        pool.acquire(timeout=0.1)
+
+
+def test_closed_fork_is_an_error(provider, image) -> None:
+    from shinken.sandbox.api import SessionError
+
+    golden = _golden(provider, load_bundle(DEMO / "hello-file"), image)
+    fork = provider.fork(golden)
+    fork.close()
+    fork.close()  # idempotent
+    with pytest.raises(SessionError):
+        fork.exec("true")
+
+
+def test_missing_image_is_infra_error(provider) -> None:
+    with pytest.raises(InfraError, match="not found"):
+        provider.ensure_golden(load_bundle(DEMO / "hello-file"), "shinken/no-such-image:never")
