@@ -497,9 +497,9 @@ class ComputerEngine:
                 if sess.removed or time.monotonic() - sess.last_used <= self.idle_ttl_s:
                     continue
                 log.info("reaping idle session %s (task %s)", sess.name, sess.task_id)
+                self.stats["reaped"] += 1
                 self._teardown(sess)
                 self._remove(sess)
-                self.stats["reaped"] += 1
             finally:
                 sess.lock.release()
         with self._lock:

@@ -1,0 +1,256 @@
+"""The computer-use engine on real Docker forks of shinken/sandbox-linux (no mocks).
+
+Each module run uses a private copy of the demo bundles with a salted reward.py, so its goldens
+have their own bundle hash: the engine may delete them without touching anyone else's."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+
+from shinken.computer.engine import ComputerEngine
+from shinken.sandbox.api import SessionError
+
+pytestmark = pytest.mark.docker
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+TASKS = ("hello-file", "zenity-entry", "zero-signal", "broken-reward")
+
+
+def _private_root(dest: Path) -> Path:
+    salt = uuid.uuid4().hex
+    for name in TASKS:
+        shutil.copytree(DEMO / name, dest / name)
+        with open(dest / name / "reward.py", "a", encoding="utf-8") as fh:
+            fh.write(f"\n# test salt {salt}\n")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def sandbox_image(docker_client) -> str:
+    from shinken.images.build import ensure_image
+
+    ensure_image("linux", client=docker_client)
+    return "shinken/sandbox-linux:latest"
+
+
+@pytest.fixture(scope="module")
+def task_root(tmp_path_factory) -> Path:
+    return _private_root(tmp_path_factory.mktemp("tasks"))
+
+
+@pytest.fixture(scope="module")
+def engine(task_root, sandbox_image):
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600)
+    yield eng
+    eng.close()
+
+
+def _exec(engine, session, gen, command) -> str:
+    return engine.tool(session, gen, "computer_exec", {"command": command})
+
+
+def _container_exists(client, cid: str) -> bool:
+    try:
+        client.containers.get(cid)
+        return True
+    except docker.errors.NotFound:
+        return False
+
+
+def test_hello_file_scores_one_via_exec(engine):
+    gen = engine.seed("hello", "hello-file")
+    out = _exec(engine, "hello", gen, "printf 'hello shinken' > /home/user/hello.txt && cat /home/user/hello.txt")
+    assert out.startswith("exit code 0") and "hello shinken" in out
+    res = engine.verify("hello", gen)
+    assert (res.reward, res.mask_sample, res.failure_kind) == (1.0, False, None)
+    assert "REWARD: 1.0" in res.reward_output_tail
+    engine.end("hello", gen)
+    engine.end("hello", gen)  # idempotent
+    assert "hello" not in engine.sessions()
+
+
+def test_exec_output_is_capped_and_errors_are_text(engine):
+    gen = engine.seed("cap", "hello-file")
+    try:
+        out = _exec(engine, "cap", gen, "seq 1 100000; exit 3")
+        assert "output cut" in out and out.splitlines()[0].startswith("exit code 3")
+        assert len(out) < 9_000 and out.rstrip().endswith("100000")
+        assert engine.tool("cap", gen, "computer_click", {"element": "e999", "x": None, "y": None}).startswith("error:")
+        assert engine.tool("cap", gen, "computer_fly", {}).startswith("error: unknown tool")
+    finally:
+        engine.end("cap", gen)
+
+
+def test_zenity_entry_scripted_agent_scores_one(engine):
+    gen = engine.seed("zen", "zenity-entry")
+    try:
+        entry_re = re.compile(r"\[(e\d+)\] (?:text|entry)\b[^\n]*editable")
+        tree = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the dialog is launched after the fork; wait for it
+            tree = engine.tool("zen", gen, "computer_observe", {"mode": "tree"})
+            if entry_re.search(tree):
+                break
+            time.sleep(0.5)
+        m = entry_re.search(tree)
+        assert m, f"no editable text entry in the tree:\n{tree}"
+        entry = m.group(1)
+        assert '"Your name:"' in tree and all(line.lstrip().startswith("[e") for line in tree.splitlines())
+
+        again = engine.tool("zen", gen, "computer_observe", {"mode": "tree"})
+        assert entry_re.search(again).group(1) == entry  # stable ids across observations
+        assert engine.tool("zen", gen, "computer_observe", {"mode": "diff"}) == "(no changes)"
+
+        assert engine.tool("zen", gen, "computer_click", {"element": entry, "x": None, "y": None}).startswith("clicked")
+        assert engine.tool("zen", gen, "computer_type_text", {"text": "Ada Lovelace"}) == "typed 12 characters"
+        diff = engine.tool("zen", gen, "computer_observe", {"mode": "diff"})
+        changed = [line for line in diff.splitlines() if line.startswith("~ ")]
+        assert any(f"[{entry}]" in line and 'value="Ada Lovelace"' in line for line in changed), diff
+        assert len(diff.encode()) < 600, diff  # a small change gives a small diff
+        assert len(diff) < len(tree)
+
+        assert engine.tool("zen", gen, "computer_key", {"keys": "Return"}) == "pressed Return"
+        # zenity writes the answer as it exits; a real agent would check too
+        out = _exec(engine, "zen", gen, "for i in $(seq 100); do [ -f answer.txt ] && break; sleep 0.1; done; cat answer.txt")
+        assert "Ada Lovelace" in out
+        res = engine.verify("zen", gen)
+        assert (res.reward, res.mask_sample) == (1.0, False), res
+    finally:
+        engine.end("zen", gen)
+
+
+def test_stale_generation_is_refused_and_newer_rollout_untouched(engine):
+    old = engine.seed("stale", "hello-file")
+    new = engine.seed("stale", "hello-file", old)  # reseed carries the current token
+    assert new != old
+    _exec(engine, "stale", new, "echo newer > /home/user/marker.txt")
+    with pytest.raises(SessionError):
+        engine.tool("stale", old, "computer_exec", {"command": "rm -f /home/user/marker.txt"})
+    with pytest.raises(SessionError):
+        engine.verify("stale", old)
+    with pytest.raises(SessionError):
+        engine.end("stale", old)
+    with pytest.raises(SessionError):
+        engine.seed("stale", "hello-file", old)
+    with pytest.raises(SessionError):
+        engine.seed("stale", "hello-file")  # a live rollout is not replaced without its token
+    with pytest.raises(SessionError):
+        engine.tool("stale", "g" + "0" * 24, "computer_done", {})
+    with pytest.raises(SessionError):
+        engine.tool("never-seeded", new, "computer_done", {})
+    assert "newer" in _exec(engine, "stale", new, "cat /home/user/marker.txt")
+    engine.end("stale", new)
+    with pytest.raises(SessionError):
+        engine.tool("stale", new, "computer_done", {})
+
+
+def test_sessions_run_concurrently_and_calls_in_one_session_are_serialized(engine):
+    gens: dict[str, str] = {}
+    errors: list[BaseException] = []
+
+    def seed(name):
+        try:
+            gens[name] = engine.seed(name, "hello-file")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=seed, args=(n,)) for n in ("ca", "cb")]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert not errors and set(gens) == {"ca", "cb"}
+    try:
+        def timed(calls):
+            ts = [threading.Thread(target=lambda s=s: _exec(engine, s, gens[s], "sleep 1")) for s in calls]
+            t0 = time.monotonic()
+            [t.start() for t in ts]
+            [t.join() for t in ts]
+            return time.monotonic() - t0
+
+        across = timed(["ca", "cb"])
+        within = timed(["ca", "ca"])
+        assert across < 1.8, across  # two sessions overlap
+        assert within >= 2.0, within  # one session's calls wait for each other
+
+        _exec(engine, "ca", gens["ca"], "echo -n 'hello shinken' > hello.txt")
+        _exec(engine, "cb", gens["cb"], "echo -n 'hello world' > hello.txt")
+        ra, rb = engine.verify("ca", gens["ca"]), engine.verify("cb", gens["cb"])
+        assert (ra.reward, rb.reward) == (1.0, 0.5)  # forks are isolated
+    finally:
+        engine.end("ca")
+        engine.end("cb")
+
+
+def test_broken_reward_masks_instead_of_scoring_zero(engine):
+    gen = engine.seed("broken", "broken-reward")
+    try:
+        res = engine.verify("broken", gen)
+        assert res.mask_sample is True and res.failure_kind == "reward_no_reward_line", res
+        assert "status file missing" in res.reward_output_tail
+    finally:
+        engine.end("broken", gen)
+
+
+def test_infra_failure_masks_the_sample(engine, docker_client):
+    gen = engine.seed("infra", "hello-file")
+    try:
+        fork_id = engine._sessions["infra"].fork.id
+        docker_client.containers.get(fork_id).remove(force=True)  # the container vanishes under us
+        out = _exec(engine, "infra", gen, "echo hi")
+        assert "infrastructure" in out
+        res = engine.verify("infra", gen)
+        assert res.mask_sample is True and res.failure_kind == "infra", res
+    finally:
+        engine.end("infra", gen)
+
+
+def test_idle_session_is_reaped_and_its_fork_removed(task_root, sandbox_image, docker_client):
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=1.0,
+                         maintenance_interval_s=0.25, keep_goldens_on_close=True)
+    try:
+        gen = eng.seed("idle", "zero-signal")
+        fork_id = eng._sessions["idle"].fork.id
+        assert _container_exists(docker_client, fork_id)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (_container_exists(docker_client, fork_id) or "idle" in eng.sessions()):
+            time.sleep(0.2)
+        assert not _container_exists(docker_client, fork_id)  # the reaper removed the fork
+        assert "idle" not in eng.sessions() and eng.stats["reaped"] == 1
+        with pytest.raises(SessionError):
+            eng.tool("idle", gen, "computer_done", {})
+    finally:
+        eng.close()
+    with pytest.raises(SessionError):
+        eng.seed("after-close", "zero-signal")  # close() is terminal
+
+
+def test_golden_lru_eviction_deletes_through_provider(tmp_path, sandbox_image, docker_client):
+    root = _private_root(tmp_path / "tasks")  # goldens private to this test
+    eng = ComputerEngine(root, sandbox_image, accept_filesystem=True, max_goldens=1)
+    try:
+        g1 = eng.seed("a", "zero-signal")
+        first = eng._goldens["zero-signal"].golden.image_id
+        eng.end("a", g1)
+        assert eng.goldens() == ["zero-signal"]  # unreferenced but cached
+        g2 = eng.seed("b", "hello-file")
+        assert eng.goldens() == ["hello-file"] and eng.stats["evicted"] == 1
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(first)
+        second = eng._goldens["hello-file"].golden.image_id
+        g3 = eng.seed("c", "zero-signal")  # the cache may overflow while goldens are in use
+        assert sorted(eng.goldens()) == ["hello-file", "zero-signal"]
+        eng.end("b", g2)
+        eng.end("c", g3)
+        assert len(eng.goldens()) == 1
+        assert not eng.pending_deletions
+    finally:
+        eng.close()
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(second)  # close() deletes the cached goldens
