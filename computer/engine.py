@@ -101,7 +101,7 @@ class ComputerEngine:
     def __init__(self, task_root, image, *, accept_filesystem=False, pool_size=0, idle_ttl_s=900,
                  golden_ttl_s=3600, max_goldens=64, provider=None, maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
-                 gc_interval_s: float | None = GC_INTERVAL_S) -> None:
+                 backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S) -> None:
         self.task_root = Path(task_root)
         self.image = image
         self.accept_filesystem = accept_filesystem
@@ -111,6 +111,7 @@ class ComputerEngine:
         self.max_goldens = max(1, int(max_goldens))
         self.keep_goldens_on_close = keep_goldens_on_close
         self.delete_high_water = max(1, int(delete_high_water))
+        self.backlog_wait_s = float(backlog_wait_s)
         self.gc_interval_s = gc_interval_s
         self._folders = {p.name: p for p in discover(self.task_root)}  # task id -> folder (lazy load)
         self._bundles: dict[str, Bundle] = {}
@@ -330,7 +331,7 @@ class ComputerEngine:
             return [f"{p.what}: {p.last_error}" for p in self._pending]
 
     def _wait_backlog(self) -> None:
-        deadline = time.monotonic() + BACKLOG_WAIT_S
+        deadline = time.monotonic() + self.backlog_wait_s
         while True:
             with self._pending_lock:
                 n = len(self._pending)
@@ -339,7 +340,7 @@ class ComputerEngine:
             n = self.retry_deletions()
             if n < self.delete_high_water:
                 return
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 raise InfraError(f"{n} deletions are failing (first: {self.pending_deletions[0]}); new rollouts are "
                                  "refused until they succeed (check the Docker engine)")
             time.sleep(0.5)

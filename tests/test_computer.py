@@ -5,8 +5,10 @@ have their own bundle hash: the engine may delete them without touching anyone e
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import socket
 import threading
 import time
 import uuid
@@ -16,7 +18,8 @@ import docker
 import pytest
 
 from shinken.computer.engine import ComputerEngine
-from shinken.sandbox.api import SessionError
+from shinken.errors import ShinkenError
+from shinken.sandbox.api import InfraError, SessionError
 
 pytestmark = pytest.mark.docker
 
@@ -254,3 +257,113 @@ def test_golden_lru_eviction_deletes_through_provider(tmp_path, sandbox_image, d
         eng.close()
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(second)  # close() deletes the cached goldens
+
+
+def test_failed_deletions_are_retried_and_block_seeds_at_high_water(task_root, sandbox_image):
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, delete_high_water=2,
+                         backlog_wait_s=0, maintenance_interval_s=3600, keep_goldens_on_close=True)
+    broken = {"on": True}
+    calls = []
+
+    def flaky_delete():  # stands in for a daemon that refuses a removal for a while
+        calls.append(1)
+        if broken["on"]:
+            raise RuntimeError("conflict: removal already in progress")
+
+    try:
+        eng._try_delete("fork aaa", flaky_delete)
+        eng._try_delete("fork bbb", flaky_delete)
+        assert len(eng.pending_deletions) == 2 and "conflict" in eng.pending_deletions[0]
+        with pytest.raises(InfraError, match="new rollouts are refused"):
+            eng.seed("blocked", "zero-signal")
+        assert "blocked" not in eng.sessions()
+        broken["on"] = False
+        gen = eng.seed("unblocked", "zero-signal")  # the seed retries the backlog first
+        assert not eng.pending_deletions and gen
+        eng.end("unblocked", gen)
+        # retries are bounded per pass
+        broken["on"] = True
+        for i in range(20):
+            eng._try_delete(f"fork {i}", flaky_delete)
+        before = len(calls)
+        assert eng.retry_deletions(batch=8) == 20 and len(calls) - before == 8
+        broken["on"] = False
+    finally:
+        eng.close()
+    assert not eng.pending_deletions  # close() drains the backlog
+
+
+def test_close_waits_for_calls_in_flight(task_root, sandbox_image, docker_client):
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, keep_goldens_on_close=True)
+    gen = eng.seed("busy", "zero-signal")
+    fork_id = eng._sessions["busy"].fork.id
+    result: dict[str, str] = {}
+    t = threading.Thread(target=lambda: result.setdefault("out", _exec(eng, "busy", gen, "sleep 1.5; echo finished")))
+    t.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    eng.close()
+    assert time.monotonic() - t0 >= 0.8  # close waited for the exec to finish
+    t.join()
+    assert "finished" in result["out"]
+    assert not _container_exists(docker_client, fork_id)
+    with pytest.raises(SessionError):
+        eng.tool("busy", gen, "computer_done", {})
+    eng.close()  # idempotent
+
+
+def test_maintenance_reclaims_forks_of_dead_owners(task_root, sandbox_image, docker_client):
+    from shinken.sandbox.ownership import Owner, labels_for
+
+    dead = Owner(socket.gethostname(), os.getpid(), "1")  # our pid with another start time: a dead process
+    orphan = docker_client.containers.run("shinken/base-bookworm:latest", ["sleep", "600"], detach=True, network_mode="none",
+                                          labels=labels_for("fork", task="orphan", owner=dead))
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, gc_interval_s=0,
+                         maintenance_interval_s=3600, keep_goldens_on_close=True)
+    try:
+        gen = eng.seed("live", "zero-signal")
+        live_id = eng._sessions["live"].fork.id
+        eng.maintain_once()
+        assert not _container_exists(docker_client, orphan.id)
+        assert _container_exists(docker_client, live_id)  # our own fork (live owner) is untouched
+        assert eng.stats["gc_reclaimed"] >= 1
+        eng.end("live", gen)
+    finally:
+        eng.close()
+        if _container_exists(docker_client, orphan.id):
+            orphan.remove(force=True)
+
+
+def test_warm_pool_serves_seeds(task_root, sandbox_image):
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, pool_size=2, keep_goldens_on_close=True)
+    try:
+        gen = eng.seed("p1", "hello-file")
+        assert eng._goldens["hello-file"].pool is not None
+        _exec(eng, "p1", gen, "echo -n 'hello shinken' > hello.txt")
+        assert eng.verify("p1", gen).reward == 1.0
+        gen2 = eng.seed("p2", "hello-file")
+        assert eng.verify("p2", gen2).reward == 0.0  # a fresh fork: p1's file is not there
+    finally:
+        eng.close()
+
+
+def test_from_env_reads_knobs(task_root, sandbox_image, monkeypatch):
+    monkeypatch.setenv("CUA_GYM_TASKS", str(task_root))
+    monkeypatch.setenv("SHINKEN_IMAGE", sandbox_image)
+    monkeypatch.setenv("SHINKEN_STATE_FIDELITY", "filesystem")
+    monkeypatch.setenv("SHINKEN_POOL_SIZE", "0")
+    monkeypatch.setenv("SHINKEN_IDLE_TTL", "42")
+    monkeypatch.setenv("SHINKEN_GOLDEN_TTL", "99")
+    monkeypatch.setenv("SHINKEN_MAX_GOLDENS", "3")
+    eng = ComputerEngine.from_env()
+    try:
+        assert (eng.accept_filesystem, eng.idle_ttl_s, eng.golden_ttl_s, eng.max_goldens, eng.image) == (
+            True, 42.0, 99.0, 3, sandbox_image)
+    finally:
+        eng.close()
+    monkeypatch.setenv("SHINKEN_IDLE_TTL", "soon")
+    with pytest.raises(ShinkenError, match="SHINKEN_IDLE_TTL"):
+        ComputerEngine.from_env()
+    monkeypatch.delenv("CUA_GYM_TASKS")
+    with pytest.raises(ShinkenError, match="CUA_GYM_TASKS"):
+        ComputerEngine.from_env()
