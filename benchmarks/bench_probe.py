@@ -64,7 +64,10 @@ def make_tasks(root: Path, n_cli: int, n_sheet: int) -> None:
         (d / "initial_setup.py").write_text(SHEET_SETUP.format(rows=4 + i))
         (d / "reward.py").write_text(SHEET_REWARD.format(nonce=nonce))
         (d / "task.json").write_text(json.dumps({
-            "id": f"sheet-{i}", "instruction": "Fill column D with Quantity * Unit Price", "app_type": "libreoffice_calc",
+            "id": f"sheet-{i}", "instruction": "Fill column D with Quantity * Unit Price",
+            # A calc task brings the desktop up on every fork; declared explicitly so the
+            # benchmark also runs on the linux image, where triage blocks libreoffice_calc.
+            "app_type": "os", "shinken_needs": ["desktop"],
             "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py", "path": "/home/user/initial_setup.py"}]}},
                        {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
             "evaluator": {"type": "python", "url": "./reward.py"}}))

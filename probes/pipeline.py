@@ -95,13 +95,23 @@ def _triage_entries(doc: Any, path: Path) -> list[dict[str, Any]]:
     return [t for t in tasks if isinstance(t, dict)]
 
 
+def _reason_text(r: Any) -> str:
+    if isinstance(r, dict):
+        code, detail = r.get("code"), r.get("detail")
+        return ": ".join(str(x) for x in (code, detail) if x) or str(r)
+    if isinstance(r, list):  # [code, detail]
+        return ": ".join(str(x) for x in r)
+    return str(r)
+
+
 def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
     tid = entry.get("id") or entry.get("task_id")
     verdict = str(entry.get("verdict") or entry.get("status") or entry.get("class") or "")
     reasons = entry.get("reasons") or entry.get("blockers") or entry.get("reason") or entry.get("detail") or ""
     if isinstance(reasons, list):
-        reasons = "; ".join(r if isinstance(r, str) else (r.get("detail") or r.get("code") or str(r))
-                            if isinstance(r, dict) else str(r) for r in reasons)
+        # Notes do not explain a verdict; keep the blockers/defects when severities are given.
+        strong = [r for r in reasons if isinstance(r, dict) and r.get("severity") in ("blocker", "defect")]
+        reasons = "; ".join(_reason_text(r) for r in (strong or reasons))
     return (tid if isinstance(tid, str) else None), verdict, str(reasons)
 
 
