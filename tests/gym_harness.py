@@ -18,14 +18,15 @@ from typing import Any
 from shinken.sandbox.ownership import labels_for
 from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH, ensure_gym_image
 
-SANDBOX_IMAGE = "shinken/sandbox-cua:latest"
+SANDBOX_IMAGE = "shinken/sandbox-linux:latest"
 
 
 def sandbox_image() -> str:
-    """The desktop sandbox image the demo tasks run in (built by the images module, cached)."""
+    """The sandbox image the demo tasks run in (it has the desktop, AT-SPI and zenity; built by
+    the images module and cached by content hash)."""
     from shinken.images.build import ensure_image
 
-    ensure_image("cua")
+    ensure_image("linux")
     return SANDBOX_IMAGE
 
 
@@ -81,10 +82,30 @@ class GymContainer:
         r = subprocess.run(["docker", "logs", "--tail", str(tail), self.name], capture_output=True, text=True)
         return r.stdout + r.stderr
 
-    def stop(self) -> None:
-        # SIGTERM first so the server's engine closes its forks (atexit), then remove.
+    def pids(self) -> set[int]:
+        r = subprocess.run(["docker", "top", self.name, "-eo", "pid"], capture_output=True, text=True)
+        return {int(x) for x in r.stdout.split()[1:] if x.isdigit()}
+
+    def stop(self) -> list[str]:
+        """Stop (SIGTERM, so servers can close their engines), remove, then remove forks that
+        servers in this container made and did not remove (their owner pid was one of ours).
+        Returns the ids of such leftovers: a test may assert there were none."""
+        pids = self.pids()
         subprocess.run(["docker", "stop", "-t", "30", self.name], capture_output=True)
         subprocess.run(["docker", "rm", "-f", self.name], capture_output=True)
+        host = socket.gethostname()
+        leftovers = []
+        for kind in ("fork", "pool"):
+            r = subprocess.run(["docker", "ps", "-a", "--filter", f"label=shinken.kind={kind}", "--format",
+                                '{{.ID}} {{.Label "shinken.owner"}}'], capture_output=True, text=True)
+            for line in r.stdout.splitlines():
+                cid, _, owner = line.partition(" ")
+                parts = owner.rsplit("/", 2)
+                if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids:
+                    leftovers.append(cid)
+        if leftovers:
+            subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True)
+        return leftovers
 
 
 @dataclass

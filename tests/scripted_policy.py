@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 Step = Callable[[list[str]], tuple[str, dict[str, Any]]]  # earlier tool outputs -> (tool, arguments)
 
-_ENTRY = re.compile(r"^\[(e\d+)\] text\b.*\beditable\b", re.M)
+_ENTRY = re.compile(r"^\s*\[(e\d+)\] text\b.*\beditable\b", re.M)
 
 
 def entry_id(outputs: list[str]) -> str:
