@@ -7,11 +7,10 @@ back from worker processes cheaply."""
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import os
 import re
-import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,9 @@ _NAMESPACE_HOSTS = frozenset({
 })
 # GUI program names anywhere in a setup script (heredocs included) mark a desktop task;
 # a hint for the class only, never a requirement (it may be a comment).
-_GUI_WORD = re.compile(rb"\b(zenity|soffice|libreoffice|gimp|vlc|google-chrome|chromium|firefox|blender|openshot|"
-                       rb"thunderbird|xterm|gedit|evince|okular|inkscape|pyautogui|xdotool)\b")
+_GUI_WORDS = (b"zenity", b"soffice", b"libreoffice", b"gimp", b"vlc", b"google-chrome", b"chromium", b"firefox",
+              b"blender", b"openshot", b"thunderbird", b"xterm", b"gedit", b"evince", b"okular", b"inkscape",
+              b"pyautogui", b"xdotool")
 _SHELL_NET = re.compile(rb"curl|wget|git |aria2c|pip3? |xdg-open|chrom|firefox|apt")
 
 
@@ -72,13 +72,13 @@ def _read_capped(path: Path, cap: int) -> bytes | None:
 
 def _py_needs(name: str, facts: pyscan.PyFacts, reasons: list[list[str]], reward: bool) -> list[list[Any]]:
     needs: list[list[Any]] = []
-    prefix = "reward" if reward else "setup"
     if facts.syntax in ("binary", "too_large"):
         code = ("reward_not_text" if facts.syntax == "binary" else "reward_too_large") if reward else "setup_not_text"
         reasons.append([code, f"{name}: {facts.syntax_detail}"])
-    elif facts.syntax == "error":
-        reasons.append([f"{prefix}_syntax_error", f"{name}: {facts.syntax_detail}"])
-    elif facts.syntax == "unchecked":
+    elif facts.syntax == "error" and reward:
+        # Setup scripts are scanned, not always parsed, so their syntax is left to the probe.
+        reasons.append(["reward_syntax_error", f"{name}: {facts.syntax_detail}"])
+    elif facts.syntax == "unchecked" and reward:
         reasons.append(["syntax_unchecked", f"{name}: {facts.syntax_detail}"])
     elif facts.syntax == "newer":
         needs.append(["newer_python", [facts.syntax_detail], name])
@@ -136,12 +136,15 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     bundle = load_bundle(folder)
     reasons: list[list[str]] = []
     seen: set[tuple[str, str]] = set()
+    listed = not any(d.code == "unreadable" and d.path == str(bundle.path) for d in bundle.defects)
     for d in bundle.defects:
+        if d.code == "missing_task_file" and not listed:
+            continue  # the folder could not be listed; "no task file" would mislead
         key = (d.code, d.detail)
         if key not in seen:
             seen.add(key)
             where = os.path.basename(d.path) if d.path != folder else ""
-            reasons.append([d.code, f"{where}: {d.detail}" if where else d.detail])
+            reasons.append([d.code, f"{where}: {d.detail}" if where and where not in d.detail else d.detail])
     needs: list[list[Any]] = []
     raw = bundle.raw
     if raw:
@@ -172,25 +175,27 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])
     for name, is_reward in sources:
         data = _read_capped(bundle.path / name, pyscan.PARSE_CAP)
-        if data is None or (is_reward and not data.strip()):
+        if data is None or (is_reward and any(r[0] == "empty_reward" for r in reasons)):
             continue  # unreadable / empty_reward already reported by the loader
         if not is_reward:
-            m = _GUI_WORD.search(data)
-            if m:
-                needs.append(["hint", [m.group(1).decode()], name])
+            hint = next((w for w in _GUI_WORDS if w in data), None)
+            if hint is not None:
+                needs.append(["hint", [hint.decode()], name])
         if name.endswith(".sh"):
             if len(data) > pyscan.PARSE_CAP or b"\0" in data:
                 reasons.append(["setup_not_text", f"{name}: binary or over {pyscan.PARSE_CAP} bytes"])
                 continue
             text = data.decode("utf-8", "replace")
             needs.extend(shell.script_needs(text, name))
-            needs.extend(_placeholders(data, name))
+            if b"__CUA_GYM_" in data:
+                needs.extend(_placeholders(data, name))
             if _SHELL_NET.search(data):
                 needs.extend(_url_needs(data, name))
             continue
         facts = pyscan.analyze(data, py, reward=is_reward)
         needs.extend(_py_needs(name, facts, reasons, is_reward))
-        needs.extend(_placeholders(data, name))
+        if b"__CUA_GYM_" in data:
+            needs.extend(_placeholders(data, name))
         if facts.network_text:
             needs.extend(_url_needs(data, name))
     if any(n[0] == "exe" and n[1][0] in DISPLAY_PROGRAMS for n in needs):
@@ -234,17 +239,21 @@ def symlink_folder_result(path: str) -> dict[str, Any]:
 
 
 def stat_key(folder: str) -> str | None:
-    """A cheap fingerprint of a folder's files (name, type, size, mtime, ctime, inode):
-    unchanged key -> unchanged bytes, so the bundle need not be re-hashed."""
-    parts = []
+    """A cheap fingerprint of a folder's entries (name, type, size, mtime, ctime, inode):
+    unchanged key -> unchanged bytes, so the bundle need not be re-hashed. Int tuples hash
+    the same in every process (only str hashing is salted), names go through crc32."""
+    ints: list[int] = []
+    names: list[str] = []
     try:
-        st = os.stat(folder, follow_symlinks=False)
-        parts.append(f"{st.st_mtime_ns}.{st.st_ctime_ns}.{st.st_ino}")
         with os.scandir(folder) as it:
-            for e in it:
+            for e in sorted(it, key=_name):
                 s = e.stat(follow_symlinks=False)
-                parts.append(f"{e.name}\0{stat.S_IFMT(s.st_mode)}.{s.st_size}.{s.st_mtime_ns}.{s.st_ctime_ns}.{s.st_ino}")
+                names.append(e.name)
+                ints += (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
     except OSError:
         return None
-    parts[1:] = sorted(parts[1:])
-    return hashlib.blake2b("\n".join(parts).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+    return f"{len(names)}:{zlib.crc32(chr(0).join(names).encode('utf-8', 'surrogateescape')):x}:{hash(tuple(ints)) & (2**64 - 1):x}"
+
+
+def _name(e: os.DirEntry) -> str:
+    return e.name

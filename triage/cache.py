@@ -60,7 +60,7 @@ class TriageCache:
             self.stat.pop(folder, None)
             return
         key = entry_key(analysis["bundle_hash"], folder)
-        self.entries[key] = analysis
+        self.entries[key] = {k: v for k, v in analysis.items() if k != "path"}  # the stat map has the path
         self.stat[folder] = [skey, key]
         self.dirty = True
 

@@ -24,7 +24,9 @@ _SUBPROC = re.compile(
     rb"""(?:subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|os\.(?:system|popen)"""
     rb"""|\bPopen|\bcheck_output|\bcheck_call)\(\s*(\[)?\s*[rbuRBUfF]{0,2}(["'])((?:(?!\2).){1,400}?)\2"""
 )
-_NET_HINT = re.compile(rb"requests|urllib|httpx|aiohttp|http\.client|urlopen|wget|curl|socket|webbrowser|selenium|playwright")
+_NET_WORDS = (b"requests", b"urllib", b"httpx", b"aiohttp", b"http.client", b"urlopen", b"wget", b"curl", b"socket",
+              b"webbrowser", b"selenium", b"playwright")
+_GUARDED_IMPORT = re.compile(rb"except[ \t(]*(?:ImportError|ModuleNotFoundError)|^[ \t]*try:[ \t]*\n[ \t]*(?:import|from)[ \t]", re.M)
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 _EXITS = frozenset({"exit", "quit", "_exit"})
 
@@ -61,6 +63,22 @@ def regex_imports(src: bytes) -> list[str]:
                     if w:
                         names.append(_top(w[0].decode()))
     return [n for n in dict.fromkeys(names) if n]
+
+
+def regex_import_lines(src: bytes) -> list[tuple[str, int]]:
+    """(top-level name, line) of `import`/`from` statements by a line regex."""
+    out: list[tuple[str, int]] = []
+    for m in _IMPORT_LINE.finditer(src):
+        line = _lineno(src, m.start())
+        if m.group(2):
+            if not m.group(2).startswith(b"."):
+                out.append((_top(m.group(2).decode()), line))
+        else:
+            for item in m.group(1).split(b","):
+                w = item.split()
+                if w:
+                    out.append((_top(w[0].decode()), line))
+    return out
 
 
 def token_imports(src: bytes) -> list[tuple[str, int]]:
@@ -251,27 +269,37 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     if b"\0" in src:
         facts.syntax, facts.syntax_detail = "binary", "contains NUL bytes"
         return facts
-    tree, problem, detail = parse(src, py)
+    if reward or _GUARDED_IMPORT.search(src):
+        tree, problem, detail = parse(src, py)
+    else:
+        # Setup scripts: imports by a line scan, no parse (the probe catches a setup that
+        # crashes); the AST is only worth it when imports sit in try/except fallbacks.
+        tree, problem, detail = None, None, ""
+        facts.imports = [([n], line) for n, line in regex_import_lines(src) if n != "__future__"]
     facts.syntax, facts.syntax_detail = problem, detail
     if tree is not None:
         w = _Walker()
         w.walk(tree.body)
         facts.imports = w.imports
-    else:
+    elif problem is not None:
         facts.imports = [([n], line) for n, line in token_imports(src) if n != "__future__"]
         w = None
+    else:
+        w = None
     seen = {n for alts, _ in facts.imports for n in alts}
-    for m in _DYN_IMPORT.finditer(src):
+    for m in (_DYN_IMPORT.finditer(src) if b"import_" in src or b"__import__" in src else ()):
         n = _top(m.group(1).decode())
         if n not in seen:
             facts.imports.append(([n], _lineno(src, m.start())))
             seen.add(n)
-    for m in _SUBPROC.finditer(src):
-        cmd = m.group(3).decode("utf-8", "replace")
-        facts.programs.append(([cmd] if m.group(1) else cmd, _lineno(src, m.start())))
-    facts.network_text = bool(_NET_HINT.search(src))
+    # Substring gates first: `in` is a C memchr-speed scan, the regexes are not.
+    if b"subprocess" in src or b"os.system" in src or b"popen" in src or b"Popen" in src:
+        for m in _SUBPROC.finditer(src):
+            cmd = m.group(3).decode("utf-8", "replace")
+            facts.programs.append(([cmd] if m.group(1) else cmd, _lineno(src, m.start())))
+    facts.network_text = any(k in src for k in _NET_WORDS)
     if reward:
-        upper = _marker_lines(_UPPER, src)
+        upper = _marker_lines(_UPPER, src) if b"REWARD" in src else []
         if upper:
             if tree is not None and not _reachable(tree, src, upper):
                 facts.marker, facts.marker_detail = "unreachable", f"REWARD: printed only at line(s) {upper[:5]}, never reached"

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from shinken.bundles.loader import discover
+from shinken.bundles.model import TASK_FILE_NAMES
+from shinken.errors import ShinkenError
 from shinken.triage.analyze import analyze_folder, stat_key, symlink_folder_result
 from shinken.triage.cache import TriageCache
 from shinken.triage.evaluate import Capabilities, Evaluator
@@ -53,25 +55,34 @@ def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, str | None
     return out
 
 
-def _symlinked_folders(root: Path) -> list[str]:
-    """Task-folder-looking symlinks that `discover` skips: reported, never followed."""
+def discover_folders(root: Path) -> tuple[list[str], list[str]]:
+    """(task folders, symlinked task-folder entries). Same rules as
+    shinken.bundles.loader.discover (which it defers to for the root checks), with str
+    paths from one scandir (10,910 Path objects cost ~0.3 s) and the symlinks that
+    discover skips silently kept, to be reported."""
+    if not root.is_dir() or any((root / n).is_file() for n in TASK_FILE_NAMES):
+        return [str(p) for p in discover(root)], []
     final = root / "output" / "final"
-    base = final if final.is_dir() else root
-    out = []
+    base = str(final if final.is_dir() else root)
+    folders: list[str] = []
+    links: list[str] = []
     try:
         with os.scandir(base) as it:
             for e in it:
-                if e.name.startswith(".") or not e.is_symlink():
+                if e.name.startswith("."):
                     continue
-                try:
-                    is_dir_or_broken = os.path.isdir(e.path) or not os.path.exists(e.path)
-                except OSError:
-                    is_dir_or_broken = True  # symlink loop
-                if is_dir_or_broken:
-                    out.append(e.path)
-    except OSError:
-        pass
-    return out
+                if e.is_symlink():
+                    try:
+                        if os.path.isdir(e.path) or not os.path.exists(e.path):
+                            links.append(e.path)
+                    except OSError:  # e.g. ELOOP
+                        links.append(e.path)
+                elif e.is_dir(follow_symlinks=False):
+                    folders.append(e.path)
+    except OSError as exc:
+        raise ShinkenError(f"{base}: cannot list the task root ({exc.strerror})") from None
+    folders.sort(key=os.path.basename)
+    return folders, links
 
 
 def default_workers() -> int:
@@ -91,8 +102,7 @@ def triage_root(
 ) -> TriageRun:
     t0 = time.perf_counter()
     root = Path(root).absolute()
-    folders = [str(p) for p in discover(root)]
-    links = [] if folders == [str(root)] else _symlinked_folders(root)
+    folders, links = discover_folders(root)
     run = TriageRun()
     st = run.stats
     st.folders = len(folders) + len(links)
@@ -110,7 +120,7 @@ def triage_root(
             hit = cache.lookup(f, skey)
             if hit is not None:
                 # The analysis is content-keyed; the path is this run's.
-                results[f] = hit if hit["path"] == f else {**hit, "path": f}
+                results[f] = {**hit, "path": f}
             else:
                 misses.append(f)
     else:

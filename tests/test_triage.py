@@ -1,0 +1,370 @@
+"""`shinken triage`: a generated corpus with every reason code, checked task by task,
+against a capability-manifest fixture (tests/data/triage_manifest.json) and, once, the
+real manifest of shinken/sandbox-linux:latest."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from shinken.schemas import check_with_jsonschema, validation_error
+from shinken.triage.codes import CODES
+from shinken.triage.evaluate import Capabilities
+from shinken.triage.manifest import load_manifest_file, load_mock_urls
+from shinken.triage.report import build_report
+from shinken.triage.run import triage_root
+from shinken.triage.shell import command_needs, script_needs
+
+DATA = Path(__file__).parent / "data"
+MANIFEST = DATA / "triage_manifest.json"
+SHINKEN = Path(sys.executable).with_name("shinken")
+
+OK_REWARD = 'import os\nscore = 1.0 if os.path.exists("/home/user/out.txt") else 0.0\nprint(f"REWARD: {score}")\n'
+PY_SETUP = [
+    {"type": "download", "parameters": {"files": [{"url": "./initial_setup.py", "path": "/home/user/initial_setup.py"}]}},
+    {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}},
+]
+SH_SETUP = [
+    {"type": "download", "parameters": {"files": [{"url": "./initial_setup.sh", "path": "/home/user/initial_setup.sh"}]}},
+    {"type": "execute", "parameters": {"command": ["bash", "/home/user/initial_setup.sh"]}},
+]
+
+
+def task(tid: str, app_type: str = "os", config: list | None = None, **extra: Any) -> bytes:
+    doc = {"id": tid, "instruction": f"do the thing for {tid}", "app_type": app_type,
+           "config": config if config is not None else [], "evaluator": {"type": "python", "url": "./reward.py"}}
+    doc.update(extra)
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+
+
+# name -> (files, expected verdict, expected class, expected set of reason codes).
+# Files map a name to bytes; the value None makes special entries (see build_corpus).
+CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
+    "ok-file-cli": ({"task.json": task("ok-file-cli", difficulty="easy", config=PY_SETUP),
+                     "initial_setup.py": b"import os\nimport openpyxl\nopen('/home/user/in.txt','w').write('x')\n",
+                     "reward.py": OK_REWARD}, "runnable", "file_cli", set()),
+    "ok-calc": ({"task.json": task("ok-calc", "libreoffice_calc", [
+                    {"type": "download", "parameters": {"files": [{"url": "./initial_setup.xlsx", "path": "/home/user/a.xlsx"}]}},
+                    {"type": "open", "parameters": {"path": "/home/user/a.xlsx"}},
+                    {"type": "sleep", "parameters": {"seconds": 2}}], difficulty="medium",
+                    evaluator={"type": "python", "url": "./reward.py", "postconfig": [
+                        {"type": "execute", "parameters": {"command": ["python3", "-c", "import pyautogui; pyautogui.hotkey('ctrl', 's')"]}}]}),
+                 "initial_setup.xlsx": b"PK\x03\x04" + bytes(range(256)) * 4,
+                 "reward.py": "from openpyxl import load_workbook\n\ndef main():\n    wb = load_workbook('/home/user/a.xlsx')\n"
+                              "    print('REWARD: 1.0' if wb else 'REWARD: 0.0')\n\nif __name__ == '__main__':\n    main()\n"},
+                "runnable", "desktop_app", set()),
+    "ok-import-fallback": ({"task.json": task("ok-import-fallback", "pdf"),
+                            "reward.py": "try:\n    from PyPDF2 import PdfReader\nexcept ImportError:\n    from pypdf import PdfReader\n"
+                                         "try:\n    import torch\nexcept ImportError:\n    torch = None\nprint('REWARD: 0.0')\n"},
+                           "runnable", "desktop_app", set()),
+    "missing-exe": ({"task.json": task("missing-exe", config=[
+                        {"type": "execute", "parameters": {"command": "sudo -u user DISPLAY=:0 bash -c 'xdotool key ctrl+s && convert a.png b.jpg' 2>&1 | grep -q ok"}},
+                        {"type": "execute", "parameters": {"command": ["/usr/bin/ffmpeg", "-i", "a.mp4"]}}]),
+                     "reward.py": "import subprocess\nsubprocess.run(['xcf2png', 'a.xcf'])\nprint('REWARD: 1')\n"},
+                    "blocked", "file_cli", {"missing_executable"}),
+    "missing-module": ({"task.json": task("missing-module", config=SH_SETUP),
+                        "initial_setup.sh": b"#!/bin/bash\nset -e\nmkdir -p /home/user/w\ncat > /home/user/w/x.py <<'EOF'\nimport nothing_here\nrunme --now\nEOF\necho ok > /home/user/w/a.txt\n",
+                        "reward.py": "import torch\nfrom skimage import io\nimport docx.shared\nimport os, json\nprint('REWARD: 0.5')\n"},
+                       "blocked", "file_cli", {"missing_python_module"}),
+    "missing-app": ({"task.json": task("missing-app", "gimp,libreoffice_impress", [
+                        {"type": "download", "parameters": {"files": [{"url": "./initial_setup.pptx", "path": "/home/user/s.pptx"}]}},
+                        {"type": "open", "parameters": {"path": "/home/user/s.pptx"}},
+                        {"type": "launch", "parameters": {"command": ["vlc", "/home/user/v.mp4"]}}]),
+                     "initial_setup.pptx": b"PK\x03\x04pptx", "reward.py": OK_REWARD},
+                    "blocked", "desktop_app", {"missing_app"}),
+    "needs-network": ({"task.json": task("needs-network", config=[
+                          {"type": "download", "parameters": {"files": [{"url": "https://files.example.net/data.xlsx", "path": "/home/user/d.xlsx"}]}},
+                          {"type": "execute", "parameters": {"command": "pip install tabulate"}}]),
+                       "reward.py": "import requests\nNS = 'http://schemas.openxmlformats.org/wordprocessingml/2006/main'\n"
+                                    "r = requests.get('https://api.github.com/x')\nprint('REWARD: 0')\n"},
+                      "blocked", "file_cli", {"needs_network"}),
+    "private-host": ({"task.json": task("private-host"),
+                      "reward.py": "import requests\nr = requests.get('http://192.168.7.20:8080/state')\n"
+                                   "ok = requests.get('http://127.0.0.1:9000/x')\nprint('REWARD: 0')\n"},
+                     "blocked", "file_cli", {"private_host"}),
+    "mock-web": ({"task.json": task("mock-web", "gmail_mock", PY_SETUP),
+                  "initial_setup.py": b"import requests\nrequests.post('__CUA_GYM_GMAIL_URL__/post', json={})\n",
+                  "reward.py": "import requests\nsid = open('/tmp/task_web_sid').read()\n"
+                               "s = requests.get(f'http://__CUA_GYM_GMAIL_HOST__/go?sid={sid}').json()\nprint('REWARD: 1.0')\n"},
+                 "blocked", "mock_web", {"needs_mock_web"}),
+    "newer-python": ({"task.json": task("newer-python"),
+                      "reward.py": "import tomllib\ntry:\n    pass\nexcept* ValueError:\n    pass\nprint('REWARD: 1')\n"},
+                     "blocked", "file_cli", {"needs_newer_python"}),
+    "no-marker": ({"task.json": task("no-marker"),
+                   "reward.py": "import os\n# prints the state, never a REWARD line\nprint('present' if os.path.exists('/x') else 'absent')\n"},
+                  "defective", "file_cli", {"reward_no_marker"}),
+    "unreachable-marker": ({"task.json": task("unreachable-marker"),
+                            "reward.py": "import sys\n\ndef report(x):\n    print(f'REWARD: {x}')\n\nscore = 1.0\nprint('done')\n"},
+                           "defective", "file_cli", {"reward_marker_unreachable"}),
+    "marker-after-exit": ({"task.json": task("marker-after-exit"),
+                           "reward.py": "import sys\nprint('checking')\nsys.exit(0)\nprint('REWARD: 1.0')\n"},
+                          "defective", "file_cli", {"reward_marker_unreachable"}),
+    "bare-number": ({"task.json": task("bare-number"), "reward.py": "score = 0.5\nprint(round(score, 2))\n"},
+                    "runnable", "file_cli", {"reward_bare_number"}),
+    "total-score": ({"task.json": task("total-score"), "reward.py": "s = 1\nprint(f'Total score: {s}')\n"},
+                    "runnable", "file_cli", {"reward_total_score"}),
+    "lowercase": ({"task.json": task("lowercase"), "reward.py": "reward: float = 1.0\nprint(f'Reward: {reward}')\n"},
+                  "runnable", "file_cli", {"reward_lowercase_marker"}),
+    "syntax-error": ({"task.json": task("syntax-error"), "reward.py": "import numpy\ndef f(:\n    print('REWARD: 1')\n"},
+                     "defective", "file_cli", {"reward_syntax_error"}),
+    "deep-nesting": ({"task.json": task("deep-nesting"), "reward.py": "x = " + "-" * 120000 + "1\nprint('REWARD: 1')\n"},
+                     "defective", "file_cli", {"reward_syntax_error"}),
+    "binary-reward": ({"task.json": task("binary-reward"), "reward.py": b"\x7fELF\x02\x01\x00\x00" + bytes(range(256)) * 8},
+                      "defective", "file_cli", {"reward_not_text"}),
+    "huge-reward": ({"task.json": task("huge-reward"), "reward.py": "# pad\n" * 200_000 + "print('REWARD: 1')\n"},
+                    "defective", "file_cli", {"reward_too_large"}),
+    "binary-setup": ({"task.json": task("binary-setup", config=SH_SETUP), "initial_setup.sh": b"\x00\x01\x02garbage\xff",
+                      "reward.py": OK_REWARD}, "defective", "file_cli", {"setup_not_text"}),
+    "unknown-app-type": ({"task.json": task("unknown-app-type", "spotify"), "reward.py": OK_REWARD},
+                         "runnable", "file_cli", {"unknown_app_type"}),
+    # --- loader defects ---
+    "invalid-json": ({"task.json": b'{"id": "invalid-json", "instruction": "caf\xe9"}', "reward.py": OK_REWARD},
+                     "defective", "file_cli", {"invalid_json"}),
+    "schema": ({"task.json": orjson.dumps({"id": "schema", "config": {"type": "download"}}), "reward.py": OK_REWARD},
+               "defective", "file_cli", {"schema"}),
+    "missing-task-file": ({"reward.py": OK_REWARD, "initial_setup.py": b"print(1)\n"},
+                          "defective", "file_cli", {"missing_task_file"}),
+    "missing-reward": ({"task.json": task("missing-reward")}, "defective", "file_cli", {"missing_reward"}),
+    "empty-reward": ({"task.json": task("empty-reward"), "reward.py": "# nothing yet\n\n"},
+                     "defective", "file_cli", {"empty_reward"}),
+    "missing-setup-file": ({"task.json": task("missing-setup-file", config=PY_SETUP), "reward.py": OK_REWARD},
+                           "defective", "file_cli", {"missing_setup_file"}),
+    "too-large": ({"task.json": task("too-large"), "reward.py": OK_REWARD, "big.bin": None},
+                  "defective", "file_cli", {"too_large"}),
+    "unsafe-link": ({"task.json": task("unsafe-link"), "reward.py": OK_REWARD, "loop": None, "passwd": None},
+                    "defective", "file_cli", {"unsafe_link"}),
+    "notes": ({"task.json": task("not-the-folder-name", config=[{"type": "keyboard", "parameters": {"keys": "a"}}],
+                                 instruction="  ", foo=1), "reward.py": OK_REWARD},
+              "runnable", "file_cli", {"unknown_step", "extra_fields", "id_mismatch", "empty_instruction"}),
+}
+# Task-folder entries that are themselves symlinks (to a folder, and a loop).
+LINK_CASES = {"linked-task": "ok-file-cli", "looped-task": "looped-task"}
+
+
+def build_corpus(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, (files, *_rest) in CASES.items():
+        folder = dest / name
+        folder.mkdir()
+        for fname, data in files.items():
+            p = folder / fname
+            if fname == "big.bin":
+                with open(p, "wb") as fh:  # sparse: over the loader's 512 MiB cap, no disk used
+                    fh.truncate(600 * 1024 * 1024)
+            elif fname == "loop":
+                os.symlink("loop", p)
+            elif fname == "passwd":
+                os.symlink("/etc/passwd", p)
+            else:
+                p.write_bytes(data.encode() if isinstance(data, str) else data)
+    for link, target in LINK_CASES.items():
+        os.symlink(target, dest / link)
+    return dest
+
+
+def codes(t: dict[str, Any]) -> set[str]:
+    return {r["code"] for r in t["reasons"]}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    return build_corpus(tmp_path_factory.mktemp("triage") / "tasks")
+
+
+@pytest.fixture(scope="module")
+def caps() -> Capabilities:
+    return Capabilities.from_manifest(load_manifest_file(MANIFEST))
+
+
+def run(root: Path, caps: Capabilities, **kw) -> dict[str, dict[str, Any]]:
+    kw.setdefault("use_cache", False)
+    result = triage_root(root, caps, **kw)
+    return {Path(t["path"]).name: t for t in result.tasks}
+
+
+def test_corpus_task_by_task(corpus: Path, caps: Capabilities) -> None:
+    tasks = run(corpus, caps)
+    assert set(tasks) == set(CASES) | set(LINK_CASES)
+    for name, (_files, verdict, cls, want) in CASES.items():
+        t = tasks[name]
+        assert (t["verdict"], t["class"], codes(t)) == (verdict, cls, want), (name, t["reasons"])
+    for link in LINK_CASES:
+        assert tasks[link]["verdict"] == "defective" and codes(tasks[link]) == {"unsafe_link"}
+        assert "not followed" in tasks[link]["reasons"][0]["detail"]
+
+
+def test_reasons_name_the_missing_things(corpus: Path, caps: Capabilities) -> None:
+    tasks = run(corpus, caps)
+
+    def subjects(name: str, code: str) -> set[str]:
+        return {r["subject"] for r in tasks[name]["reasons"] if r["code"] == code}
+
+    # convert (bash -c inside sudo, after env assignment), ffmpeg (argv, /usr/bin path), xcf2png (subprocess);
+    # sudo, bash, xdotool, grep are on the image.
+    assert subjects("missing-exe", "missing_executable") == {"convert", "ffmpeg", "xcf2png"}
+    # docx is on the image (import docx.shared -> docx); os/json are stdlib; heredoc body not scanned.
+    assert subjects("missing-module", "missing_python_module") == {"torch", "skimage"}
+    assert any("scikit-image" in r["detail"] for r in tasks["missing-module"]["reasons"])
+    assert subjects("missing-app", "missing_app") == {"gimp", "libreoffice_impress", "vlc"}
+    assert subjects("needs-network", "needs_network") == {"files.example.net", "pip install", "api.github.com"}
+    assert subjects("private-host", "private_host") == {"192.168.7.20"}  # loopback is the task's own
+    assert subjects("mock-web", "needs_mock_web") == {
+        "__CUA_GYM_GMAIL_URL__", "__CUA_GYM_GMAIL_HOST__", "gmail_mock"}
+    assert subjects("newer-python", "needs_newer_python") == {"tomllib", "syntax"}
+    # The optional torch import (no fallback import) is not required; PyPDF2 | pypdf is satisfied by pypdf.
+    assert tasks["ok-import-fallback"]["reasons"] == []
+
+
+def test_every_reason_code_is_exercised(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+    seen = set().union(*(codes(t) for t in run(corpus, caps).values()))
+    # Two codes need another image: no display, and a Python newer than the host's.
+    manifest = load_manifest_file(MANIFEST)
+    no_display = Capabilities.from_manifest({**manifest, "display": False})
+    t = run(corpus, no_display)
+    assert "missing_display" in codes(t["ok-calc"]) and t["ok-calc"]["verdict"] == "blocked"
+    assert "missing_display" not in codes(t["ok-file-cli"])
+    seen |= codes(t["ok-calc"])
+    future = copy.deepcopy(manifest)
+    future["python"]["version"] = f"3.{sys.version_info[1] + 2}.0"
+    t = run(corpus, Capabilities.from_manifest(future))
+    assert codes(t["syntax-error"]) == {"syntax_unchecked"} and t["syntax-error"]["verdict"] == "runnable"
+    assert "needs_newer_python" not in codes(t["newer-python"])
+    seen |= codes(t["syntax-error"])
+    # `unreadable` needs a reader without root's DAC override: test_unreadable_folder_without_root_privileges.
+    assert seen | {"unreadable"} == set(CODES), set(CODES) ^ seen
+
+
+def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+    f = tmp_path / "mock.json"
+    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
+    t = run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]
+    assert t["verdict"] == "runnable" and t["reasons"] == [], t["reasons"]  # HOST follows from URL
+    f.write_bytes(orjson.dumps({"__CUA_GYM_SLACK_URL__": {"default": "http://127.0.0.1:8002"}}))
+    assert run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]["verdict"] == "blocked"
+    f.write_bytes(b'{"GMAIL": "x"}')
+    with pytest.raises(Exception, match="not a mock URL map"):
+        load_mock_urls(f)
+
+
+def test_report_validates_against_schema(corpus: Path, caps: Capabilities) -> None:
+    result = triage_root(corpus, caps, use_cache=False)
+    report = build_report(result.tasks, caps, "fixture", str(corpus), result.stats, show=3)
+    assert validation_error("triage", report) is None
+    assert check_with_jsonschema("triage", report) == []
+    s = report["summary"]
+    assert s["total"] == len(CASES) + len(LINK_CASES) == sum(s["by_verdict"].values())
+    assert s["by_class"]["mock_web"]["total"] == 1
+    assert s["by_difficulty"] == {"none": s["total"] - 2, "easy": 1, "medium": 1}
+    assert {"code": "missing_executable", "subject": "convert", "tasks": 1} in s["top_missing"]
+    assert len(s["examples"]["defective"]) == 3
+    broken = copy.deepcopy(report)
+    broken["tasks"][0]["verdict"] = "maybe"
+    assert validation_error("triage", broken) is not None
+
+
+def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+    root = tmp_path / "tasks"
+    shutil.copytree(corpus / "ok-file-cli", root / "ok-file-cli")
+    shutil.copytree(corpus / "bare-number", root / "bare-number")
+    shutil.copytree(corpus / "missing-reward", root / "missing-reward")
+    cdir = tmp_path / "cache"
+    first = triage_root(root, caps, cache_directory=cdir)
+    assert (first.stats.cache_hits, first.stats.analysed) == (0, 3)
+    cache_file, = cdir.iterdir()
+    assert caps.id.split(":")[1] in cache_file.name
+    again = triage_root(root, caps, cache_directory=cdir)
+    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0)
+    assert again.tasks == first.tasks
+    # Edit one bundle: only it is re-analysed, and its verdict follows the new content.
+    (root / "bare-number" / "reward.py").write_text("import nope_mod\nprint('REWARD: 1')\n")
+    edited = triage_root(root, caps, cache_directory=cdir)
+    assert (edited.stats.cache_hits, edited.stats.analysed) == (2, 1)
+    t = {x["id"]: x for x in edited.tasks}["bare-number"]
+    assert t["verdict"] == "blocked" and codes(t) == {"missing_python_module"}
+    assert t["bundle_hash"] != {x["id"]: x for x in first.tasks}["bare-number"]["bundle_hash"]
+    # Another image id: a different cache file, nothing reused.
+    other = Capabilities.from_manifest({**load_manifest_file(MANIFEST), "image": {"ref": "x", "id": "sha256:" + "b" * 64}})
+    assert triage_root(root, other, cache_directory=cdir).stats.cache_hits == 0
+    assert len(list(cdir.iterdir())) == 2
+
+
+def test_unreadable_folder_without_root_privileges(tmp_path: Path) -> None:
+    """As root every file is readable; drop CAP_DAC_OVERRIDE/READ_SEARCH to see what a
+    user sees when a bundle folder or file is not readable. The run must not crash."""
+    root = tmp_path / "tasks"
+    build_corpus_subset(root, ["ok-file-cli", "bare-number"])
+    (root / "locked").mkdir()
+    (root / "locked" / "task.json").write_bytes(task("locked"))
+    (root / "locked").chmod(0)
+    (root / "bare-number" / "reward.py").chmod(0)
+    out = tmp_path / "r.json"
+    try:
+        proc = subprocess.run(
+            ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--", str(SHINKEN), "triage", str(root),
+             "--manifest", str(MANIFEST), "--json", str(out), "--no-cache"],
+            capture_output=True, text=True, timeout=120)
+    finally:
+        (root / "locked").chmod(0o755)
+        (root / "bare-number" / "reward.py").chmod(0o644)
+    assert proc.returncode == 0, proc.stderr
+    tasks = {Path(t["path"]).name: t for t in orjson.loads(out.read_bytes())["tasks"]}
+    assert tasks["locked"]["verdict"] == "defective" and codes(tasks["locked"]) == {"unreadable"}, tasks["locked"]
+    assert "cannot list folder" in tasks["locked"]["reasons"][0]["detail"]
+    assert codes(tasks["bare-number"]) == {"unreadable"}
+    assert tasks["ok-file-cli"]["verdict"] == "runnable"
+
+
+def build_corpus_subset(root: Path, names: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        full = build_corpus(Path(d) / "all")
+        for n in names:
+            shutil.copytree(full / n, root / n)
+
+
+def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
+    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--json", str(out),
+                        "--show", "2"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "defective" in p.stdout and "top missing things" in p.stdout
+    report = orjson.loads(out.read_bytes())
+    assert validation_error("triage", report) is None
+    assert report["image"] == {"ref": "shinken/sandbox-linux:fixture", "id": load_manifest_file(MANIFEST)["image"]["id"]}
+    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--json", str(out),
+                        "--class", "desktop_app"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    report = orjson.loads(out.read_bytes())
+    assert {t["class"] for t in report["tasks"]} == {"desktop_app"}
+    assert report["summary"]["total"] == sum(1 for c in CASES.values() if c[2] == "desktop_app")
+    for args, needle in (
+        ([str(tmp_path / "nope"), "--manifest", str(MANIFEST)], "no such task root"),
+        ([str(corpus), "--manifest", str(DATA)], "cannot read the manifest"),
+        ([str(corpus), "--manifest", str(corpus / "ok-file-cli" / "task.json")], "not a valid capability manifest"),
+        ([str(corpus), "--manifest", str(MANIFEST), "--class", "web"], "unknown class"),
+    ):
+        p = subprocess.run([str(SHINKEN), "triage", *args], capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
+
+
+def test_shell_forms() -> None:
+    def exes(cmd, f=command_needs):
+        return [n[1][0] for n in f(cmd, "t") if n[0] == "exe"]
+
+    assert exes("A=1 B=2 nohup foo --x | bar && (baz; qux) || env C=3 quux &") == \
+        ["nohup", "foo", "bar", "baz", "qux", "env", "quux"]
+    assert exes(["sh", "-c", "timeout 5 wget -q http://x; echo $(date +%s) > /tmp/t"]) == ["sh", "timeout", "wget", "date"]
+    assert exes("cd /tmp && ./run.sh && /home/user/tool && /usr/local/bin/jq . a.json") == ["jq"]
+    assert exes("if [ -f a ]; then\n  rsync a b\nfi\nfor f in *.txt; do gzip $f; done\nx() { tar c .; }\nx\n",
+                script_needs) == ["rsync", "gzip", "tar"]
+    assert [n[:2] for n in command_needs("soffice --impress /home/user/a.pptx", "t")] == [["app", ["libreoffice_impress"]]]
+    assert ["module", ["http"], "t: -m http.server"] in command_needs("python3 -m http.server 8000", "t")
