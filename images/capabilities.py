@@ -1,0 +1,107 @@
+"""The capability manifest of an image: what task bundles can rely on inside it.
+
+Produced by running the guest script `shinken-capabilities` in a throwaway, network-less container
+(images without it but with python3 get the same script piped in) and cached per image id, since an
+image id names immutable content."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.images.build import GUEST_DIR, _cache_dir, _client
+from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
+from shinken.schemas import validation_error
+
+SCHEMA = "shinken.capabilities/1"
+RUN_TIMEOUT_S = 120
+
+
+def cache_path(image_id: str) -> Path:
+    return _cache_dir() / "capabilities" / f"{image_id.replace('sha256:', '')}.json"
+
+
+def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[str, Any]:
+    """The validated manifest of `image_ref` (tag or id). Raises EnvironmentProblem when the
+    image is missing or the probe container fails."""
+    import docker.errors
+
+    client = _client(client)
+    try:
+        image = client.images.get(image_ref)
+    except docker.errors.ImageNotFound:
+        raise EnvironmentProblem(
+            f"image {image_ref} not found; build it with `shinken image build` or pass an existing image"
+        ) from None
+    except docker.errors.APIError as exc:
+        raise EnvironmentProblem(f"cannot look up image {image_ref}: {exc}") from exc
+    path = cache_path(image.id)
+    if not refresh and path.is_file():
+        try:
+            cached = orjson.loads(path.read_bytes())
+            if validation_error("capabilities", cached) is None and cached["image"]["id"] == image.id:
+                cached["image"]["ref"] = image_ref
+                return cached
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            pass  # a damaged cache entry is simply regenerated
+    probe = _probe(client, image.id, image_ref)
+    manifest = {
+        "schema": SCHEMA,
+        "image": {"ref": image_ref, "id": image.id},
+        **{k: v for k, v in probe.items() if k != "schema"},
+        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    problem = validation_error("capabilities", manifest)
+    if problem:
+        raise ShinkenError(f"{image_ref}: capability manifest is invalid ({problem}); the image's "
+                           "shinken-capabilities script does not match this shinken version")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    tmp.replace(path)
+    return manifest
+
+
+def _probe(client, image_id: str, image_ref: str) -> dict[str, Any]:
+    import docker.errors
+
+    script = (GUEST_DIR / "shinken-capabilities").read_text()
+    # Prefer the image's own script (it matches the image); fall back to ours for foreign images.
+    cmd = ["sh", "-c",
+           'if command -v shinken-capabilities >/dev/null 2>&1; then exec shinken-capabilities; '
+           'elif command -v python3 >/dev/null 2>&1; then exec python3 -c "$0"; '
+           'else echo "no python3 in this image" >&2; exit 97; fi', script]
+    container = None
+    try:
+        container = client.containers.create(
+            image_id, cmd, network_mode="none", labels=labels_for("build", extra={LABEL_BASE_IMAGE: image_id}),
+            cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=256, mem_limit="512m",
+            entrypoint=[], detach=True,
+        )
+        container.start()
+        status = container.wait(timeout=RUN_TIMEOUT_S)
+        stdout = container.logs(stdout=True, stderr=False)
+        stderr = container.logs(stdout=False, stderr=True)
+    except docker.errors.APIError as exc:
+        raise EnvironmentProblem(f"capability probe of {image_ref} failed: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - e.g. requests ReadTimeout from wait()
+        raise EnvironmentProblem(f"capability probe of {image_ref} did not finish: {exc}") from exc
+    finally:
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except docker.errors.APIError:
+                pass
+    code = status.get("StatusCode")
+    if code != 0:
+        raise EnvironmentProblem(
+            f"capability probe of {image_ref} exited {code}: {stderr.decode(errors='replace')[-500:]}"
+        )
+    try:
+        return orjson.loads(stdout)
+    except orjson.JSONDecodeError as exc:
+        raise EnvironmentProblem(f"capability probe of {image_ref} printed no JSON ({exc})") from exc
