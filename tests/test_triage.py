@@ -368,3 +368,40 @@ def test_shell_forms() -> None:
                 script_needs) == ["rsync", "gzip", "tar"]
     assert [n[:2] for n in command_needs("soffice --impress /home/user/a.pptx", "t")] == [["app", ["libreoffice_impress"]]]
     assert ["module", ["http"], "t: -m http.server"] in command_needs("python3 -m http.server 8000", "t")
+
+
+@pytest.mark.docker
+def test_against_real_linux_image_manifest(request, demo_root: Path, tmp_path: Path) -> None:
+    """The live manifest of shinken/sandbox-linux:latest (built if missing): the demo
+    bundles' verdicts follow from what the image really has."""
+    try:
+        request.getfixturevalue("linux_image")
+    except pytest.FixtureLookupError:
+        from shinken.images.build import ensure_image
+
+        ensure_image("linux")
+    from shinken.images.capabilities import get_manifest
+
+    ref = "shinken/sandbox-linux:latest"
+    manifest = get_manifest(ref)
+    caps = Capabilities.from_manifest(manifest)
+    assert caps.python_version >= (3, 9) and "python3" in caps.executables
+    tasks = {t["id"]: t for t in triage_root(demo_root, caps, use_cache=False).tasks}
+    assert tasks["hello-file"]["verdict"] == "runnable", tasks["hello-file"]["reasons"]
+    assert codes(tasks["broken-reward"]) == {"reward_no_marker"}
+    calc = tasks["9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"]
+    expect = set()
+    if "libreoffice_calc" not in caps.desktop_apps:
+        expect.add(("missing_app", "libreoffice_calc"))
+    if "openpyxl" not in caps.python_modules:
+        expect.add(("missing_python_module", "openpyxl"))
+    assert {(r["code"], r["subject"]) for r in calc["reasons"]} == expect
+    assert calc["verdict"] == ("blocked" if expect else "runnable")
+    # The CLI path that asks Docker for the manifest (no --manifest).
+    out = tmp_path / "r.json"
+    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", ref, "--json", str(out), "--no-cache"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    report = orjson.loads(out.read_bytes())
+    assert report["image"] == {"ref": ref, "id": manifest["image"]["id"]}
+    assert {t["id"]: t["verdict"] for t in report["tasks"]} == {k: v["verdict"] for k, v in tasks.items()}
