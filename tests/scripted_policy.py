@@ -21,15 +21,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
-Step = Callable[[list[str]], tuple[str, dict[str, Any]]]  # earlier tool outputs -> (tool, arguments)
+Call = tuple[str, dict[str, Any]]
+History = list[tuple[str, str]]  # (tool name, tool output) of the calls made so far
 
 _ENTRY = re.compile(r"^\s*\[(e\d+)\] text\b.*\beditable\b", re.M)
+MAX_WAIT_OBSERVES = 20
 
 
 def entry_id(outputs: list[str]) -> str:
-    """The id of the editable text field in the latest tree observation."""
+    """The id of the editable text field in the latest observation that shows one."""
     for text in reversed(outputs):
         m = _ENTRY.search(text)
         if m:
@@ -37,23 +39,39 @@ def entry_id(outputs: list[str]) -> str:
     raise LookupError("no editable text element in any observation so far")
 
 
-def _fixed(name: str, args: dict[str, Any]) -> Step:
-    return lambda outputs: (name, args)
+def hello_file(history: History) -> Call | None:
+    steps: list[Call] = [("computer_exec", {"command": "printf 'hello shinken' > /home/user/hello.txt"}),
+                         ("computer_done", {})]
+    return steps[len(history)] if len(history) < len(steps) else None
 
 
-SCRIPTS: dict[str, list[Step]] = {
-    "hello-file": [
-        _fixed("computer_exec", {"command": "printf 'hello shinken' > /home/user/hello.txt"}),
-        _fixed("computer_done", {}),
-    ],
-    "zenity-entry": [
-        _fixed("computer_observe", {"mode": "tree"}),
-        lambda outputs: ("computer_click", {"element": entry_id(outputs), "x": None, "y": None}),
-        _fixed("computer_type_text", {"text": "Ada Lovelace"}),
-        _fixed("computer_observe", {"mode": "diff"}),
-        _fixed("computer_key", {"keys": "Return"}),
-        _fixed("computer_done", {}),
-    ],
+def zenity_entry(history: History) -> Call | None:
+    # Observe until the dialog's entry is on screen (the app may still be starting, like for a
+    # real model), then act on it by id, check the diff, confirm.
+    found = next((i for i, (name, out) in enumerate(history)
+                  if name == "computer_observe" and _ENTRY.search(out)), None)
+    if found is None:
+        if len(history) >= 2 * MAX_WAIT_OBSERVES:
+            return ("computer_done", {})  # give up: the reward will say 0
+        if history and history[-1][0] == "computer_observe":
+            return ("computer_exec", {"command": "sleep 0.5"})
+        return ("computer_observe", {"mode": "tree"})
+    rest: list[Call] = [
+        ("computer_click", {"element": entry_id([history[found][1]]), "x": None, "y": None}),
+        ("computer_type_text", {"text": "Ada Lovelace"}),
+        ("computer_observe", {"mode": "diff"}),
+        ("computer_key", {"keys": "Return"}),
+        ("computer_done", {}),
+    ]
+    k = len(history) - found - 1
+    return rest[k] if k < len(rest) else None
+
+
+SCRIPTS = {"hello-file": hello_file, "zenity-entry": zenity_entry}
+# The calls each script makes when nothing needs waiting for (what tests expect at least).
+FINAL_CALLS = {
+    "hello-file": ["computer_exec", "computer_done"],
+    "zenity-entry": ["computer_click", "computer_type_text", "computer_observe", "computer_key", "computer_done"],
 }
 
 # Instruction fragments that identify each demo task in a conversation.
@@ -74,18 +92,17 @@ def task_of(input_items: list[dict[str, Any]]) -> str:
     raise LookupError("no scripted task matches the user message")
 
 
-def tool_outputs(input_items: list[dict[str, Any]]) -> list[str]:
-    return [str(i.get("output", "")) for i in input_items if i.get("type") == "function_call_output"]
+def history(input_items: list[dict[str, Any]]) -> History:
+    """(tool name, output) per completed call, pairing function_call and its output by call_id."""
+    names = {i.get("call_id"): i.get("name") for i in input_items if i.get("type") == "function_call"}
+    return [(str(names.get(i.get("call_id"), "")), str(i.get("output", "")))
+            for i in input_items if i.get("type") == "function_call_output"]
 
 
-def next_call(input_items: list[dict[str, Any]]) -> tuple[str, tuple[str, dict[str, Any]] | None]:
+def next_call(input_items: list[dict[str, Any]]) -> tuple[str, Call | None]:
     """(task, next tool call) or (task, None) when the script is finished."""
     task = task_of(input_items)
-    outputs = tool_outputs(input_items)
-    steps = SCRIPTS[task]
-    if len(outputs) >= len(steps):
-        return task, None
-    return task, steps[len(outputs)](outputs)
+    return task, SCRIPTS[task](history(input_items))
 
 
 def response_for(body: dict[str, Any]) -> dict[str, Any]:

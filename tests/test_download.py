@@ -1,0 +1,220 @@
+"""`shinken download` through the REAL huggingface_hub client against a loopback hub
+(tests/hub_server.py): listing, paths-info, HEAD metadata, LFS redirect to a CDN host,
+Range resume, checksum verification, skip-when-done, tokens, errors and exit codes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shinken.download.hub import STATE_DIR, download
+from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, EnvironmentProblem, ShinkenError
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from benchmarks.synthetic_release import make_archive, make_corpus  # noqa: E402
+from tests.hub_server import FakeRepo, HubServer  # noqa: E402
+
+ARCHIVE = "artifacts/cua_gym_tasks_v1.tar.zst"
+N_TASKS = 40
+
+
+@pytest.fixture(scope="module")
+def repo_files(tmp_path_factory) -> dict[str, bytes]:
+    tmp = tmp_path_factory.mktemp("hubrepo")
+    archive = make_archive(make_corpus(tmp / "tasks", n=N_TASKS, seed=11), tmp / "a.tar.zst")
+    return {
+        "README.md": b"# CUA-Gym (test copy)\n",
+        "stats.json": b'{"tasks": 40}',
+        "url_variables.json": json.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "CUA_GYM_GMAIL_URL", "kind": "url"}}).encode(),
+        "data/tasks.parquet": b"PAR1" + os.urandom(3000) + b"PAR1",
+        ARCHIVE: archive.read_bytes(),
+    }
+
+
+@pytest.fixture()
+def hub(repo_files, monkeypatch, tmp_path):
+    server = HubServer(FakeRepo("xlangai/CUA-Gym", dict(repo_files))).start()
+    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield server
+    server.stop()
+
+
+def _ranges(server: HubServer) -> list[str]:
+    return [r.headers.get("range") for r in server.requests if r.method == "GET" and r.headers.get("range")]
+
+
+def test_download_verifies_and_extracts(hub: HubServer, tmp_path: Path) -> None:
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    got = {f.path: f.status for f in res.files}
+    assert got == {ARCHIVE: "downloaded", "data/tasks.parquet": "downloaded", "url_variables.json": "downloaded"}
+    assert res.commit == hub.repo.commit
+    assert res.extracted == "extracted" and res.tasks == N_TASKS and res.members == 3 * N_TASKS
+    dest = Path(res.dest)
+    assert dest == tmp_path / "ld" / "tasks"
+    folders = [p for p in dest.iterdir() if p.is_dir()]
+    assert len(folders) == N_TASKS and all((f / "task.json").is_file() for f in folders)
+    assert (tmp_path / "ld" / ARCHIVE).read_bytes() == hub.repo.files[ARCHIVE]
+    assert not (tmp_path / "ld" / "README.md").exists()  # only the wanted files
+    # What the real client asked for: revision info, tree listing, paths-info, HEAD, and
+    # the LFS bytes from the CDN host (127.0.0.2) it was redirected to.
+    assert hub.seen("GET", "/revision/main")
+    assert hub.seen("GET", "/tree/")
+    assert hub.seen("POST", "/paths-info/")
+    assert hub.seen("HEAD", f"/resolve/{hub.repo.commit}/{ARCHIVE}")
+    cdn_gets = [r for r in hub.requests if r.method == "GET" and r.path.startswith("/cdn/")]
+    assert {r.host for r in cdn_gets} == {"127.0.0.2"} and len(cdn_gets) == 2
+
+
+def test_second_run_skips_download_and_extraction(hub: HubServer, tmp_path: Path) -> None:
+    download(local_dir=tmp_path / "ld", progress=False)
+    marker_before = (tmp_path / "ld" / "tasks" / ".shinken-extract.json").stat().st_mtime_ns
+    n = len(hub.requests)
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    assert {f.status for f in res.files} == {"verified"}
+    assert res.extracted == "skipped" and res.tasks == N_TASKS
+    later = hub.requests[n:]
+    assert not [r for r in later if r.method == "GET" and ("/resolve/" in r.path or "/cdn/" in r.path)]
+    assert (tmp_path / "ld" / "tasks" / ".shinken-extract.json").stat().st_mtime_ns == marker_before
+
+
+def test_local_file_tampered_is_fetched_again(hub: HubServer, tmp_path: Path) -> None:
+    download(local_dir=tmp_path / "ld", progress=False)
+    f = tmp_path / "ld" / "url_variables.json"
+    f.write_bytes(b'{"tampered": 1}' + b" " * (len(hub.repo.files["url_variables.json"]) - 15))
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    assert {x.path: x.status for x in res.files}["url_variables.json"] == "downloaded"
+    assert f.read_bytes() == hub.repo.files["url_variables.json"]
+
+
+def test_resume_partial_download_with_range(hub: HubServer, tmp_path: Path) -> None:
+    data = hub.repo.files[ARCHIVE]
+    sha = hashlib.sha256(data).hexdigest()
+    partial = tmp_path / "ld" / STATE_DIR / "partial" / f"{sha}.part"
+    partial.parent.mkdir(parents=True)
+    half = len(data) // 2
+    partial.write_bytes(data[:half])  # what an interrupted earlier run left
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    fr = {f.path: f for f in res.files}[ARCHIVE]
+    assert fr.status == "resumed" and fr.resumed_from == half
+    assert f"bytes={half}-" in _ranges(hub)
+    assert (tmp_path / "ld" / ARCHIVE).read_bytes() == data
+    assert not partial.exists()
+    assert res.tasks == N_TASKS
+
+
+def test_dropped_transfer_is_resumed_by_range(hub: HubServer, tmp_path: Path) -> None:
+    """The client writes in 10 MiB chunks and, when the peer hangs up, retries from the
+    bytes it has written with a Range request; so the file must outlast one chunk."""
+    big = "artifacts/extra-media.bin"
+    data = os.urandom(13 * 1024 * 1024)
+    hub.repo.files[big] = data
+    hub.drop_after[big] = 11 * 1024 * 1024
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    assert f"bytes={10 * 1024 * 1024}-" in _ranges(hub), _ranges(hub)
+    assert (tmp_path / "ld" / big).read_bytes() == data
+    assert res.tasks == N_TASKS
+
+
+def test_checksum_mismatch_extracts_nothing(hub: HubServer, tmp_path: Path) -> None:
+    hub.corrupt.add(ARCHIVE)
+    with pytest.raises(ShinkenError) as err:
+        download(local_dir=tmp_path / "ld", progress=False)
+    assert err.value.exit_code == EXIT_FAILED
+    assert "checksum mismatch" in str(err.value) and ARCHIVE in str(err.value)
+    assert not (tmp_path / "ld" / "tasks").exists()
+    assert not (tmp_path / "ld" / ARCHIVE).exists()
+    assert list((tmp_path / "ld" / STATE_DIR / "partial").iterdir()) == []  # not resumable garbage
+    hub.corrupt.clear()
+    assert download(local_dir=tmp_path / "ld", progress=False).tasks == N_TASKS
+
+
+def test_token_is_sent_to_hub_not_to_cdn(hub: HubServer, tmp_path: Path, monkeypatch) -> None:
+    hub.token = "hf_testtoken"
+    with pytest.raises(ShinkenError) as err:
+        download(local_dir=tmp_path / "ld", progress=False)
+    assert err.value.exit_code == EXIT_USAGE and "HF_TOKEN" in str(err.value)
+    monkeypatch.setenv("HF_TOKEN", "hf_testtoken")
+    assert download(local_dir=tmp_path / "ld2", progress=False).tasks == N_TASKS
+    hub_reqs = [r for r in hub.requests if r.host == "127.0.0.1" and r.headers.get("authorization")]
+    assert hub_reqs and all(r.headers["authorization"] == "Bearer hf_testtoken" for r in hub_reqs)
+    assert all("authorization" not in r.headers for r in hub.requests if r.host == "127.0.0.2")
+
+
+def test_pinned_revision_and_bad_revision(hub: HubServer, tmp_path: Path) -> None:
+    res = download(revision=hub.repo.commit, local_dir=tmp_path / "ld", progress=False)
+    assert res.commit == hub.repo.commit
+    with pytest.raises(ShinkenError) as err:
+        download(revision="no-such-branch", local_dir=tmp_path / "ld3", progress=False)
+    assert err.value.exit_code == EXIT_USAGE and "revision" in str(err.value)
+    with pytest.raises(ShinkenError, match="no such dataset repo"):
+        download("someone/nothing", local_dir=tmp_path / "ld4", progress=False)
+
+
+def test_new_revision_replaces_extracted_tree(hub: HubServer, tmp_path: Path, repo_files) -> None:
+    download(local_dir=tmp_path / "ld", progress=False)
+    small = make_archive(make_corpus(tmp_path / "c2", n=5, seed=99), tmp_path / "b.tar.zst")
+    hub.repo.files[ARCHIVE] = small.read_bytes()
+    hub.repo.commit = "1" * 40
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    assert res.extracted == "extracted" and res.tasks == 5
+    assert not [p for p in tmp_path.joinpath("ld").iterdir() if ".old-" in p.name or ".partial-" in p.name]
+
+
+def test_unreachable_hub_is_an_environment_problem(tmp_path: Path, monkeypatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    with pytest.raises(EnvironmentProblem) as err:
+        download(local_dir=tmp_path / "ld", progress=False)
+    assert err.value.exit_code == EXIT_ENVIRONMENT and "HF_ENDPOINT" in str(err.value)
+
+
+def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    shinken = REPO / ".venv" / "bin" / "shinken"
+    return subprocess.run([str(shinken), "download", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"))
+    p = _cli(["--json"], env)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    # HF_HOME decides the default local dir.
+    assert doc["local_dir"] == str(tmp_path / "hfhome" / "shinken" / "datasets--xlangai--CUA-Gym")
+    assert doc["tasks"] == N_TASKS and doc["extracted"] == "extracted"
+    hub.corrupt.add("data/tasks.parquet")
+    p = _cli(["--local-dir", str(tmp_path / "other"), "--dest", str(tmp_path / "d2")], env)
+    assert p.returncode == EXIT_FAILED and "checksum mismatch" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "d2").exists()
+    # --archive only extracts; a hostile archive is refused with exit 2.
+    import io
+    import tarfile
+
+    import zstandard
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as t:
+        ti = tarfile.TarInfo("../escape.txt")
+        ti.size = 1
+        t.addfile(ti, io.BytesIO(b"x"))
+    evil = tmp_path / "evil.tar.zst"
+    evil.write_bytes(zstandard.ZstdCompressor().compress(raw.getvalue()))
+    p = _cli(["--archive", str(evil), "--dest", str(tmp_path / "d3")], env)
+    assert p.returncode == EXIT_USAGE and "../escape.txt" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "d3").exists()
+    local = Path(doc["local_dir"]) / ARCHIVE
+    p = _cli(["--archive", str(local), "--dest", str(tmp_path / "d4"), "--json"], env)
+    assert p.returncode == 0 and json.loads(p.stdout)["files"] == 3 * N_TASKS
