@@ -524,13 +524,13 @@ def _progress(enabled: bool, total: int):
     )
 
 
-def _dest_ready(dest: Path) -> None:
+def _dest_ready(dest: Path, replace: bool) -> None:
     if dest.is_symlink():
         raise ShinkenError(f"{dest}: destination is a symlink; pass a real folder")
     if dest.exists():
         if not dest.is_dir():
             raise ShinkenError(f"{dest}: destination exists and is not a folder; pass a new folder")
-        if any(True for _ in os.scandir(dest)):
+        if not replace and any(True for _ in os.scandir(dest)):
             raise ShinkenError(f"{dest}: destination exists and is not empty; remove it or pass a new --dest")
 
 
@@ -542,15 +542,19 @@ def extract_archives(
     max_members: int = DEFAULT_MAX_MEMBERS,
     progress: bool = False,
     threaded: bool = True,
+    replace: bool = False,
+    extra_files: dict[str, bytes] | None = None,
 ) -> ExtractStats:
     """Extract several `.tar.zst` archives into one new folder `dest`, all or nothing.
-    Caps apply to the archives together."""
+    Caps apply to the archives together. `replace=True` swaps a non-empty `dest` for
+    the new tree only once the new tree is complete. `extra_files` (name -> bytes) are
+    written at the top of the tree before it is moved into place."""
     dest = Path(dest).absolute()
     archives = [Path(a) for a in archives]
     for a in archives:
         if not a.is_file():
             raise ShinkenError(f"{a}: no such archive file")
-    _dest_ready(dest)
+    _dest_ready(dest, replace)
     dest.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale_partials(dest)
     tmp = _partial_dir(dest)
@@ -596,12 +600,21 @@ def extract_archives(
                 raise ShinkenError(
                     f"{archives[-1]}: member {exc.member!r}: {exc.reason}; nothing was extracted"
                 ) from None
+        for name, data in (extra_files or {}).items():
+            (tmp / name).write_bytes(data)
         os.close(root_fd)
         root_fd = -1
+        old = None
         if dest.exists():
-            os.rmdir(dest)  # empty (checked above); rename needs it gone or empty
+            if replace and any(True for _ in os.scandir(dest)):
+                old = dest.parent / f".{dest.name}.old-{os.getpid()}"
+                os.rename(dest, old)
+            else:
+                os.rmdir(dest)  # empty (checked above); rename needs it gone or empty
         os.rename(tmp, dest)
         done = True
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     finally:
         if root_fd >= 0:
             os.close(root_fd)

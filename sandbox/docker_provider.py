@@ -232,6 +232,13 @@ class _Box:
             raise SetupError(-1, "desktop", f"shinken-desktop-up failed (exit {res.exit_code}, "
                              f"timed out: {res.timed_out})", tail(res.output), where="desktop")
 
+    def wait_desktop_boot(self) -> None:
+        """Wait for the desktop started by the container command (see guest.DESKTOP_BOOT)."""
+        res = self.exec(["bash", "-c", guest.DESKTOP_WAIT], timeout=DESKTOP_UP_TIMEOUT_S)
+        if not res.ok:
+            raise SetupError(-1, "desktop", f"shinken-desktop-up failed (exit {res.exit_code}, "
+                             f"timed out: {res.timed_out})", tail(res.output), where="desktop")
+
     def snapshot(self, clean: bool) -> dict[str, Any]:
         res = self.exec(["python3", "-c", guest.snapshot_script(clean)], timeout=60, user="root")
         if not res.ok:
@@ -415,9 +422,10 @@ class DockerProvider:
             self._host_configs[network] = hc
         return hc
 
-    def _start(self, image_id: str, labels: dict[str, str], network: bool) -> str:
+    def _start(self, image_id: str, labels: dict[str, str], network: bool, *, desktop: bool = False) -> str:
+        command = ["bash", "-c", guest.DESKTOP_BOOT] if desktop else ["sleep", "infinity"]
         try:
-            c = self.api.create_container(image_id, command=["sleep", "infinity"], labels=labels,
+            c = self.api.create_container(image_id, command=command, labels=labels,
                                           host_config=self._host_config(network), detach=True)
         except docker.errors.ImageNotFound as exc:
             raise _infra(f"image {image_id} is gone", exc) from None
@@ -672,14 +680,14 @@ class DockerProvider:
         net = golden.network if network is None else network
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
                             extra={LABEL_BUNDLE_HASH: golden.bundle_hash, LABEL_GOLDEN: golden.image_id})
-        cid = self._start(golden.image_id, labels, net)
+        cid = self._start(golden.image_id, labels, net, desktop=golden.needs_desktop)
         fork = DockerFork(self, cid, golden, _Ids(golden.user_uid, golden.user_gid))
         fork._network = net
         with self._lock:
             self._forks.add(fork)
         try:
             if golden.needs_desktop:
-                fork.desktop_up()
+                fork.wait_desktop_boot()
             if replay and golden.post_fork:
                 fork.run_steps(golden.post_fork, _NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
         except BaseException:

@@ -26,6 +26,20 @@ rd $of oom_kill; o1=$RV; rd $pf max; p1=$RV
 printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
 """
 
+# Desktop forks start the desktop as the container's own command, so it comes up while
+# the client is still on its way back from `start`; `DESKTOP_WAIT` (one exec) then waits
+# for the exit status file. (Root runs it; shinken-desktop-up drops to `user` itself.)
+DESKTOP_BOOT = r"""shinken-desktop-up >/tmp/.shinken-desktop-boot.log 2>&1; echo $? > /tmp/.shinken-desktop-boot.tmp
+mv -f /tmp/.shinken-desktop-boot.tmp /tmp/.shinken-desktop-boot.rc
+exec sleep infinity
+"""
+DESKTOP_WAIT = r"""exec {z}<> <(:)
+until [ -e /tmp/.shinken-desktop-boot.rc ]; do read -r -t 0.005 -u $z || true; done
+read -r rc < /tmp/.shinken-desktop-boot.rc
+if [ "$rc" != 0 ]; then cat /tmp/.shinken-desktop-boot.log; fi
+exit "$rc"
+"""
+
 # A launched program gets its own session (setsid) so everything it spawns is
 # attributable at commit time: the session id is written to LAUNCH_DIR/<sid>.
 LAUNCH = r"""mkdir -p /tmp/.shinken-launch 2>/dev/null
@@ -84,7 +98,7 @@ try:
 except OSError:
     launched = []
 if CLEAN:
-    for pat in ('/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/shinken-session.env', '/tmp/.shinken-launch/*',
+    for pat in ('/tmp/.shinken-desktop-boot.*', '/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/shinken-session.env', '/tmp/.shinken-launch/*',
                 '/home/user/**/.~lock.*#'):
         for f in glob.glob(pat, recursive=True):
             try:
