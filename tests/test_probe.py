@@ -6,6 +6,9 @@ import json
 import os
 from pathlib import Path
 
+import subprocess
+import sys
+
 import orjson
 import pytest
 
@@ -123,6 +126,36 @@ def test_rollouts_file_parsing(tmp_path: Path) -> None:
     with pytest.raises(ShinkenError, match="task_id"):
         load_rollouts(p)
 
+
+
+def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
+    from shinken.probes.pipeline import ProbeRequest, plan
+
+    root = tmp_path / "tasks"
+    for t in ("a", "b", "c"):
+        d = root / t
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(json.dumps({"id": t, "instruction": "x", "config": [],
+                                                   "evaluator": {"type": "python", "url": "./reward.py"}}))
+        (d / "reward.py").write_text("print('REWARD: 0')\n")
+    (root / "c" / "reward.py").unlink()
+    ids = tmp_path / "ids.txt"
+    ids.write_text("# probe these\nb\nc\na\n")
+    triage = tmp_path / "triage.json"
+    triage.write_text(json.dumps({"schema": "shinken.triage/1", "tasks": [
+        {"id": "a", "verdict": "runnable", "reasons": []},
+        {"id": "b", "verdict": "blocked", "reasons": [{"code": "missing_app", "detail": "gimp", "severity": "blocker"},
+                                                      {"code": "extra_fields", "detail": "x", "severity": "note"}]}]}))
+    p = plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage))
+    assert [b.id for b in p.bundles] == ["b", "c", "a"]
+    assert p.verdicts == {"b": ("blocked", "triage: blocked: missing_app: gimp"),
+                          "c": ("defective", "missing_reward: reward.py is not in the bundle")}
+    ids.write_text("a\nnope\n")
+    with pytest.raises(ShinkenError, match="nope"):
+        plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage))
+    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(root), "--ids", str(ids),
+                        "--triage", str(triage)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
 
 # --- end to end on real Docker ------------------------------------------------------------
 
