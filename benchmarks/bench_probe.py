@@ -140,6 +140,13 @@ def main() -> None:
               f"  reward (postconfig + reward.py) {s['reward']:.2f}  whole task {s['task']:.2f}")
     print(f"--repeats 4 / --repeats 1 wall time: {k4['wall']:.1f} s / {k1['wall']:.1f} s = "
           f"{k4['wall'] / k1['wall']:.2f} (target <= 1.6)")
+    for kind in ("cli", "sheet"):  # at concurrency 1 the task times add up to the wall time
+        t1 = sum(t["timings"]["total_s"] for t in k1["doc"]["tasks"] if t["task_id"].startswith(kind))
+        t4 = sum(t["timings"]["total_s"] for t in k4["doc"]["tasks"] if t["task_id"].startswith(kind))
+        print(f"  {kind:5s} tasks only: {t4:.1f} s / {t1:.1f} s = {t4 / t1:.2f}")
+    import os
+
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
