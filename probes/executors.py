@@ -97,14 +97,15 @@ def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollou
     return probe_task(bundle, cfg, rollouts)
 
 
-def _docker_nodes(ray: Any) -> list[dict[str, Any]]:
+def _docker_nodes(ray: Any) -> tuple[list[dict[str, Any]], bool]:
+    """(nodes to shard over, whether they advertise DOCKER_RESOURCE)."""
     alive = [n for n in ray.nodes() if n.get("Alive")]
     tagged = [n for n in alive if n.get("Resources", {}).get(DOCKER_RESOURCE)]
     nodes = tagged or alive
     # A stable order (address, not the per-start node id) keeps a task on the same node
     # across runs, where its golden image already is.
     return sorted(nodes, key=lambda n: (n.get("NodeManagerAddress", ""), n.get("NodeManagerHostname", ""),
-                                        n.get("NodeID", "")))
+                                        n.get("NodeID", ""))), bool(tagged)
 
 
 def shard(task_id: str, n: int) -> int:
@@ -147,10 +148,12 @@ class RayExecutor:
         ray = self._init()
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        nodes = _docker_nodes(ray)
+        nodes, tagged = _docker_nodes(ray)
         if not nodes:
             raise EnvironmentProblem("the Ray cluster has no alive node")
-        remote = ray.remote(num_cpus=1, max_retries=0)(_ray_probe)
+        # On tagged nodes one unit of the resource per probe also caps each node's load at
+        # what it advertises.
+        remote = ray.remote(num_cpus=1, max_retries=0, resources={DOCKER_RESOURCE: 1} if tagged else None)(_ray_probe)
         stop = stop or threading.Event()
         it = iter(jobs)
         running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, ray-level attempts)
