@@ -52,6 +52,7 @@ class Evaluator:
         self.caps = caps
         self.mock = dict(mock_urls or {})
         self._std: dict[str, str] = {}
+        self._memo: dict[tuple[str, ...], tuple[str, str, str] | None] = {}
 
     def _module_missing(self, name: str) -> str | None:
         """None if importable on the image, else the reason code."""
@@ -69,56 +70,64 @@ class Evaluator:
             return placeholder[: -len("_HOST__")] + "_URL__" in self.mock
         return False
 
-    def reasons_for(self, needs: list[list[Any]], task_class: str) -> list[dict[str, str]]:
-        out: list[dict[str, str]] = []
+    def _judge(self, kind: str, alts: list[str]) -> tuple[str, str, str] | None:
+        """(code, subject, detail with a {where} slot) when the image lacks this need."""
         caps = self.caps
+        pv = f"{caps.python_version[0]}.{caps.python_version[1]}"
+        if kind == "module":
+            misses = [(a, self._module_missing(a)) for a in alts]
+            if not all(m for _, m in misses):
+                return None
+            code = misses[0][1]
+            subject = alts[0] if len(alts) == 1 else " | ".join(alts)
+            label = " or ".join(_module_label(a) for a in alts)
+            if code == "needs_newer_python":
+                return code, subject, f"{label} is not in Python {pv}'s stdlib ({{where}})"
+            detail = f"import {label} ({{where}})"
+            if any(m == "missing_python_module" and stdlib_status(a, caps.python_version) == "removed" for a, m in misses):
+                detail += f"; removed from the stdlib by Python {pv}"
+            return code, subject, detail
+        if kind == "exe":
+            return None if any(a in caps.executables for a in alts) else ("missing_executable", alts[0], f"{alts[0]} ({{where}})")
+        if kind == "app":
+            if any(a in caps.desktop_apps for a in alts):
+                return None
+            return "missing_app", " | ".join(alts), f"{' or '.join(alts)} ({{where}})"
+        if kind == "display":
+            return None if caps.display else ("missing_display", "display", "image has no display ({where})")
+        if kind in ("network", "private_host"):
+            return ("needs_network" if kind == "network" else "private_host"), alts[0], f"{alts[0]} ({{where}})"
+        if kind == "placeholder":
+            if self._mock_ok(alts[0]):
+                return None
+            return "needs_mock_web", alts[0], f"{alts[0]} ({{where}}); map it with --mock-urls"
+        if kind == "mock":
+            prefix = f"__CUA_GYM_{alts[0].upper()}_"
+            if any(k.startswith(prefix) for k in self.mock):
+                return None
+            return "needs_mock_web", f"{alts[0]}_mock", f"mock web app {alts[0]!r} ({{where}}); map {prefix}URL__ with --mock-urls"
+        if kind == "newer_python":
+            return "needs_newer_python", "syntax", f"{alts[0]} ({{where}})"
+        return None  # "hint" and future kinds: no requirement
+
+    def reasons_for(self, needs: list[list[Any]]) -> list[dict[str, str]]:
+        out: list[dict[str, str]] = []
+        memo = self._memo
         for kind, alts, where in needs:
-            code = subject = detail = None
-            if kind == "module":
-                misses = [(a, self._module_missing(a)) for a in alts]
-                if all(m for _, m in misses):
-                    code = misses[0][1]
-                    subject = alts[0] if len(alts) == 1 else " | ".join(alts)
-                    label = " or ".join(_module_label(a) for a in alts)
-                    if code == "needs_newer_python":
-                        detail = f"{label} is not in Python {caps.python_version[0]}.{caps.python_version[1]}'s stdlib ({where})"
-                    else:
-                        detail = f"import {label} ({where})"
-                    if any(m == "missing_python_module" and stdlib_status(a, caps.python_version) == "removed"
-                           for a, m in misses):
-                        detail += f"; removed from the stdlib by Python {caps.python_version[0]}.{caps.python_version[1]}"
-            elif kind == "exe":
-                if not any(a in caps.executables for a in alts):
-                    code, subject, detail = "missing_executable", alts[0], f"{alts[0]} ({where})"
-            elif kind == "app":
-                if not any(a in caps.desktop_apps for a in alts):
-                    subject = " | ".join(alts)
-                    code, detail = "missing_app", f"{' or '.join(alts)} ({where})"
-            elif kind == "display":
-                if not caps.display:
-                    code, subject, detail = "missing_display", "display", f"image has no display ({where})"
-            elif kind == "network":
-                code, subject, detail = "needs_network", alts[0], f"{alts[0]} ({where})"
-            elif kind == "private_host":
-                code, subject, detail = "private_host", alts[0], f"{alts[0]} ({where})"
-            elif kind == "placeholder":
-                if not self._mock_ok(alts[0]):
-                    code, subject = "needs_mock_web", alts[0]
-                    detail = f"{alts[0]} ({where}); map it with --mock-urls"
-            elif kind == "mock":
-                prefix = f"__CUA_GYM_{alts[0].upper()}_"
-                if not any(k.startswith(prefix) for k in self.mock):
-                    code, subject = "needs_mock_web", f"{alts[0]}_mock"
-                    detail = f"mock web app {alts[0]!r} ({where}); map {prefix}URL__ with --mock-urls"
-            elif kind == "newer_python":
-                code, subject, detail = "needs_newer_python", "syntax", f"{alts[0]} ({where})"
-            if code:
-                out.append({"code": code, "detail": detail, "severity": CODES[code][0], "subject": subject})
+            key = (kind, *alts)
+            try:
+                verdict = memo[key]
+            except KeyError:  # most needs repeat across bundles; judge each once
+                verdict = memo[key] = self._judge(kind, alts)
+            if verdict is not None:
+                code, subject, detail = verdict
+                out.append({"code": code, "detail": detail.replace("{where}", where), "severity": CODES[code][0],
+                            "subject": subject})
         return out
 
     def evaluate(self, a: dict[str, Any]) -> dict[str, Any]:
         reasons = [{"code": c, "detail": d, "severity": CODES[c][0]} for c, d in a["reasons"]]
-        reasons.extend(self.reasons_for(a["needs"], a["class"]))
+        reasons.extend(self.reasons_for(a["needs"]))
         return {
             "id": a["id"],
             "path": a["path"],

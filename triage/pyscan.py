@@ -297,7 +297,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
         for m in _SUBPROC.finditer(src):
             cmd = m.group(3).decode("utf-8", "replace")
             facts.programs.append(([cmd] if m.group(1) else cmd, _lineno(src, m.start())))
-    facts.network_text = any(k in src for k in _NET_WORDS)
+    facts.network_text = b"://" in src and any(k in src for k in _NET_WORDS)  # no URL, nothing to fetch
     if reward:
         upper = _marker_lines(_UPPER, src) if b"REWARD" in src else []
         if upper:

@@ -193,35 +193,35 @@ _FUNC = re.compile(r"^\s*(?:function\s+([\w-]+)|([\w-]+)\s*\(\s*\))", re.M)
 
 
 def script_needs(text: str, where: str) -> list[Need]:
-    """Needs of a shell script: each line's simple commands, heredoc bodies skipped,
-    functions the script defines ignored."""
-    functions = frozenset(a or b for a, b in _FUNC.findall(text))
-    lines: list[str] = []
-    end_marker: str | None = None
-    pending = ""
-    for line in text.splitlines():
-        if end_marker is not None:
-            if line.strip() == end_marker:
-                end_marker = None
-            continue
-        m = _HEREDOC.search(line)
-        if m:
-            end_marker = m.group(2)
-            line = line[: m.start()]
-        if line.rstrip().endswith("\\"):
-            pending += line.rstrip()[:-1] + " "
-            continue
-        lines.append(pending + line)
-        pending = ""
+    """Needs of a shell script: its simple commands (one tokenizer pass over the whole
+    text), heredoc bodies skipped, functions the script defines ignored."""
+    functions = frozenset(a or b for a, b in _FUNC.findall(text)) if "(" in text or "function" in text else frozenset()
+    if "<<" in text:
+        kept: list[str] = []
+        end_marker: str | None = None
+        for line in text.splitlines():
+            if end_marker is not None:
+                if line.strip() == end_marker:
+                    end_marker = None
+                continue
+            m = _HEREDOC.search(line)
+            if m:
+                end_marker = m.group(2)
+                line = line[: m.start()]
+            kept.append(line)
+        text = "\n".join(kept)
     needs: list[Need] = []
-    for line in lines:
-        s = line.strip()
-        if not s or s.startswith("#"):
-            continue
-        for sc in _simple_commands(tokenize(s)):
-            if any(ch in w for w in sc[:1] for ch in "*?$`\"'="):
-                continue
-            if len(sc) >= 2 and sc[1] == "(":
-                continue
-            needs.extend(argv_needs(sc, where, functions))
+    seen: set[str] = set()
+    for sc in _simple_commands(tokenize(text)):
+        head = sc[0]
+        if head in seen or head in _SKIP_WHOLE or _DYNAMIC.search(head):
+            continue  # repeated, a builtin that runs nothing, or computed (`$CMD`, globs)
+        found = argv_needs(sc, where, functions)
+        if (len(found) == 1 and found[0][1][0] == head and head not in _WRAPPERS and head not in _SHELLS
+                and head not in _INSTALLERS and not _PYTHON.match(head)):
+            seen.add(head)  # plain `head args`: the same result every time
+        needs.extend(found)
     return needs
+
+
+_DYNAMIC = re.compile(r"[*?$`\\[]")
