@@ -139,9 +139,12 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     reasons: list[list[str]] = []
     seen: set[tuple[str, str]] = set()
     listed = not any(d.code == "unreadable" and d.path == str(bundle.path) for d in bundle.defects)
+    unreadable = {d.path for d in bundle.defects if d.code == "unreadable"}
     for d in bundle.defects:
         if d.code == "missing_task_file" and not listed:
             continue  # the folder could not be listed; "no task file" would mislead
+        if d.code == "empty_reward" and d.path in unreadable:
+            continue  # unread, not empty
         key = (d.code, d.detail)
         if key not in seen:
             seen.add(key)
