@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
-from shinken.probes.runner import ProbeConfig, ProviderFactory, Rollout, probe_task
+from shinken.probes.runner import ProbeConfig, ProviderFactory, Rollout, drain_cleanup, probe_task
 
 OnResult = Callable[[dict[str, Any]], None]
 OnRetry = Callable[[str, int, str], None]
@@ -62,6 +62,7 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            drain_cleanup()
 
 
 # --- Ray --------------------------------------------------------------------------------
@@ -94,7 +95,10 @@ def _materialize(payload: dict[str, Any]) -> Bundle:
 
 def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...]) -> dict[str, Any]:
     bundle = _materialize(payload)
-    return probe_task(bundle, cfg, rollouts)
+    try:
+        return probe_task(bundle, cfg, rollouts)
+    finally:
+        drain_cleanup()  # a Ray worker may be stopped right after its last task
 
 
 def _docker_nodes(ray: Any) -> tuple[list[dict[str, Any]], bool]:
