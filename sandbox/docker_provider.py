@@ -670,7 +670,8 @@ class DockerProvider:
             except docker.errors.APIError as exc:
                 last = exc
                 time.sleep(0.25 * 2 ** attempt)
-        raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}")
+        raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}; it keeps "
+                         "its labels, so `shinken gc --include-goldens` finds it later")
 
     # --- forks --------------------------------------------------------------------
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,

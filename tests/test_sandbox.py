@@ -350,3 +350,21 @@ def test_closed_fork_is_an_error(provider, image) -> None:
 def test_missing_image_is_infra_error(provider) -> None:
     with pytest.raises(InfraError, match="not found"):
         provider.ensure_golden(load_bundle(DEMO / "hello-file"), "shinken/no-such-image:never")
+
+
+def test_launch_and_open_are_replayed_not_lost(provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "launcher-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n', files={"note.txt": "hi\n"},
+                     config=[{"type": "launch", "parameters": {"command": ["sleep", "777"]}},
+                             {"type": "download", "parameters": {"files": [{"url": "./note.txt", "path": "/home/user/note.txt"}]}},
+                             {"type": "open", "parameters": {"path": "/home/user/note.txt"}},
+                             {"type": "sleep", "parameters": {"seconds": 0.2}}])
+    golden = _golden(provider, load_bundle(d), image)
+    # the launch ran at build (a download follows it) and is replayed, so it is not lost;
+    # the trailing open + sleep only run on forks
+    assert golden.lost_processes == []
+    assert [s.type for s in golden.post_fork] == ["launch", "open", "sleep"]
+    with provider.fork(golden) as fork:
+        assert fork.exec("pgrep -f '^sleep 777'").ok
+        # `open` chose an application by extension (or xdg-open), or said there is none
+        res = fork.exec("pgrep -af note.txt; cat /tmp/.shinken-launch/*.log")
+        assert "note.txt" in res.output, res.output
