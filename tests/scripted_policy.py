@@ -61,17 +61,30 @@ def zenity_entry(history: History) -> Call | None:
         ("computer_type_text", {"text": "Ada Lovelace"}),
         ("computer_observe", {"mode": "diff"}),
         ("computer_key", {"keys": "Return"}),
-        ("computer_done", {}),
     ]
     k = len(history) - found - 1
-    return rest[k] if k < len(rest) else None
+    if k < len(rest):
+        return rest[k]
+    # Confirmed: check that the dialog went away (the app saves on exit) before finishing.
+    after = history[found + 1 + len(rest):]
+    if any(_closed(out) for name, out in after if name == "computer_observe") or len(after) >= 2 * MAX_WAIT_OBSERVES:
+        return ("computer_done", {}) if not after or after[-1][0] != "computer_done" else None
+    if after and after[-1][0] == "computer_observe":
+        return ("computer_exec", {"command": "sleep 0.2"})
+    return ("computer_observe", {"mode": "diff"})
+
+
+def _closed(observation: str) -> bool:
+    return "no accessible elements" in observation or any(
+        line.lstrip().startswith("-") and 'dialog "Shinken"' in line for line in observation.splitlines())
 
 
 SCRIPTS = {"hello-file": hello_file, "zenity-entry": zenity_entry}
 # The calls each script makes when nothing needs waiting for (what tests expect at least).
 FINAL_CALLS = {
     "hello-file": ["computer_exec", "computer_done"],
-    "zenity-entry": ["computer_click", "computer_type_text", "computer_observe", "computer_key", "computer_done"],
+    "zenity-entry": ["computer_click", "computer_type_text", "computer_observe", "computer_key", "computer_observe",
+                     "computer_done"],
 }
 
 # Instruction fragments that identify each demo task in a conversation.
@@ -79,6 +92,13 @@ MATCH = {
     "hello-file": "/home/user/hello.txt",
     "zenity-entry": "Ada Lovelace",
 }
+
+
+def follows_script(task: str, names: list[str]) -> bool:
+    """True when `names` holds the task's essential calls in order and ends with computer_done
+    (extra observe/wait calls in between are how the script waits for the app)."""
+    it = iter(names)
+    return all(n in it for n in FINAL_CALLS[task]) and names[-1:] == ["computer_done"]
 
 
 def task_of(input_items: list[dict[str, Any]]) -> str:

@@ -111,11 +111,14 @@ def test_zenity_entry_scores_one_through_the_accessibility_tree(server) -> None:
     row = _row(server["ws"], "zenity-entry")
     result, transcript, _ = _run_script(server["port"], row)
     names = [n for n, _ in transcript]
-    assert names[0] == "computer_observe" and names[-5:] == sp.FINAL_CALLS["zenity-entry"], names
-    tree = transcript[-6][1]  # the observation that showed the dialog's entry
-    assert "Shinken" in tree and f"clicked {sp.entry_id([tree])} " in transcript[-5][1]  # clicked it by id
-    diff = transcript[-3][1]
+    assert names[0] == "computer_observe" and sp.follows_script("zenity-entry", names), names
+    click = names.index("computer_click")
+    tree = transcript[click - 1][1]  # the observation that showed the dialog's entry
+    assert "Shinken" in tree and f"clicked {sp.entry_id([tree])} " in transcript[click][1]  # clicked it by id
+    diff = transcript[click + 2][1]
+    assert names[click + 2] == "computer_observe"
     assert "Ada Lovelace" in diff and len(diff) < len(tree)  # the diff shows the change, not the tree
+    assert 'dialog "Shinken"' in transcript[-2][1]  # the last diff shows the dialog gone
     assert result["reward"] == 1.0, result
     assert result["mask_sample"] is False
 
