@@ -104,4 +104,6 @@ _EXE_HIGHLIGHT = ("python3", "Xvfb", "xdotool", "zenity", "xterm", "soffice", "l
 
 def _sample(have: list[str], wanted: tuple[str, ...]) -> str:
     present = set(have)
-    return " ".join(f"[green]{w}[/]" if w in present else f"[red strike]{w}[/]" for w in wanted)
+    got = [w for w in wanted if w in present]
+    missing = [w for w in wanted if w not in present]
+    return " ".join(got) + (f"  [dim](not: {' '.join(missing)})[/]" if missing else "")
