@@ -35,3 +35,19 @@ def docker_client():
     except Exception as exc:  # pragma: no cover - CI guarantees a daemon
         pytest.fail(f"Docker engine not reachable ({exc}); run scripts/ensure-docker.sh", pytrace=False)
     return client
+
+
+@pytest.fixture(scope="session")
+def linux_image(docker_client) -> str:
+    """`shinken/sandbox-linux:<hash>` for the current sources (built once, then cached by content hash)."""
+    from shinken.images.build import build_image
+
+    return build_image("linux", client=docker_client).tag
+
+
+@pytest.fixture(scope="session")
+def cua_image(docker_client) -> str:
+    """`shinken/sandbox-cua:<hash>` (LibreOffice, GIMP, evince); a first build takes several minutes."""
+    from shinken.images.build import build_image
+
+    return build_image("cua", client=docker_client).tag
