@@ -27,7 +27,7 @@ Call = tuple[str, dict[str, Any]]
 History = list[tuple[str, str]]  # (tool name, tool output) of the calls made so far
 
 _ENTRY = re.compile(r"^\s*\[(e\d+)\] text\b.*\beditable\b", re.M)
-MAX_WAIT_OBSERVES = 20
+MAX_CALLS = 28  # below the workspace's default max_steps (30)
 
 
 def entry_id(outputs: list[str]) -> str:
@@ -45,17 +45,25 @@ def hello_file(history: History) -> Call | None:
     return steps[len(history)] if len(history) < len(steps) else None
 
 
+def _ready(observation: str) -> bool:
+    """A full tree in which the dialog is active (placed and focused by the window manager)
+    and shows its entry: clicking earlier may hit a window that is still moving."""
+    return observation.lstrip().startswith("[e") and 'dialog "Shinken" (active' in observation \
+        and bool(_ENTRY.search(observation))
+
+
 def zenity_entry(history: History) -> Call | None:
-    # Observe until the dialog's entry is on screen (the app may still be starting, like for a
-    # real model), then act on it by id, check the diff, confirm.
-    found = next((i for i, (name, out) in enumerate(history)
-                  if name == "computer_observe" and _ENTRY.search(out)), None)
-    if found is None:
-        if len(history) >= 2 * MAX_WAIT_OBSERVES:
-            return ("computer_done", {})  # give up: the reward will say 0
+    # Observe until the dialog is ready (the app may still be starting, as for a real model),
+    # act on its entry by id, check the diff (retry from a fresh observation if the text did
+    # not land), confirm, and wait for the dialog to close (the app saves on exit).
+    if len(history) >= MAX_CALLS:
+        return ("computer_done", {}) if history[-1][0] != "computer_done" else None
+    ready = [i for i, (name, out) in enumerate(history) if name == "computer_observe" and _ready(out)]
+    if not ready:
         if history and history[-1][0] == "computer_observe":
             return ("computer_exec", {"command": "sleep 0.5"})
         return ("computer_observe", {"mode": "tree"})
+    found = ready[-1]
     rest: list[Call] = [
         ("computer_click", {"element": entry_id([history[found][1]]), "x": None, "y": None}),
         ("computer_type_text", {"text": "Ada Lovelace"}),
@@ -63,12 +71,13 @@ def zenity_entry(history: History) -> Call | None:
         ("computer_key", {"keys": "Return"}),
     ]
     k = len(history) - found - 1
+    if k == 3 and "Ada Lovelace" not in history[found + 3][1]:
+        return ("computer_observe", {"mode": "tree"})  # the text did not land: look again
     if k < len(rest):
         return rest[k]
-    # Confirmed: check that the dialog went away (the app saves on exit) before finishing.
     after = history[found + 1 + len(rest):]
-    if any(_closed(out) for name, out in after if name == "computer_observe") or len(after) >= 2 * MAX_WAIT_OBSERVES:
-        return ("computer_done", {}) if not after or after[-1][0] != "computer_done" else None
+    if any(_closed(out) for name, out in after if name == "computer_observe"):
+        return ("computer_done", {}) if after[-1][0] != "computer_done" else None
     if after and after[-1][0] == "computer_observe":
         return ("computer_exec", {"command": "sleep 0.2"})
     return ("computer_observe", {"mode": "diff"})

@@ -53,7 +53,7 @@ def gym_env(tmp_path_factory, docker_client):
     ws = tmp / "ws"
     r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "make-workspace", "--dest", str(ws),
                         "--task-root", str(DEMO), "--ids-file", str(ids), "--image", image,
-                        "--license", "Apache 2.0", "--max-steps", "12", "--json"], capture_output=True, text=True)
+                        "--license", "Apache 2.0", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     commands = json.loads(r.stdout)["commands"]
     policy = sp.PolicyServer().start()

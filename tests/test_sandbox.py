@@ -212,6 +212,10 @@ def test_exec_timeout_upload_download(provider, image) -> None:
         res = fork.exec("echo before; sleep 30", timeout=1)
         assert res.timed_out and res.exit_code is None and "before" in res.output
         assert time.monotonic() - t0 < 5
+        # a background process left holding the output pipe does not hold the exec
+        t0 = time.monotonic()
+        res = fork.exec("sleep 100 & echo started", timeout=30)
+        assert res.ok and res.output == "started\n" and time.monotonic() - t0 < 10
         res = fork.exec(["bash", "-c", "echo out; echo err >&2; exit 7"])
         assert (res.exit_code, res.timed_out) == (7, False) and "out" in res.output and "err" in res.output
         res = fork.exec("head -c 200000 /dev/zero | tr '\\0' a; echo END", max_output=1000)

@@ -73,7 +73,8 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                     "blocked", "file_cli", {"missing_executable"}),
     "missing-module": ({"task.json": task("missing-module", config=SH_SETUP),
                         "initial_setup.sh": b"#!/bin/bash\nset -e\nmkdir -p /home/user/w\ncat > /home/user/w/x.py <<'EOF'\nimport nothing_here\nrunme --now\nEOF\necho ok > /home/user/w/a.txt\n",
-                        "reward.py": "import torch\nfrom skimage import io\nimport docx.shared\nimport os, json\nprint('REWARD: 0.5')\n"},
+                        "reward.py": "import torch\nfrom skimage import io\nimport docx.shared\nimport os, json\n\n"
+                                     "def load():\n    import cv2\n    return cv2\n\nprint('REWARD: 0.5')\n"},
                        "blocked", "file_cli", {"missing_python_module"}),
     "missing-app": ({"task.json": task("missing-app", "gimp,libreoffice_impress", [
                         {"type": "download", "parameters": {"files": [{"url": "./initial_setup.pptx", "path": "/home/user/s.pptx"}]}},
@@ -212,7 +213,7 @@ def test_reasons_name_the_missing_things(corpus: Path, caps: Capabilities) -> No
     # sudo, bash, xdotool, grep are on the image.
     assert subjects("missing-exe", "missing_executable") == {"convert", "ffmpeg", "xcf2png"}
     # docx is on the image (import docx.shared -> docx); os/json are stdlib; heredoc body not scanned.
-    assert subjects("missing-module", "missing_python_module") == {"torch", "skimage"}
+    assert subjects("missing-module", "missing_python_module") == {"torch", "skimage", "cv2"}
     assert any("scikit-image" in r["detail"] for r in tasks["missing-module"]["reasons"])
     assert subjects("missing-app", "missing_app") == {"gimp", "libreoffice_impress", "vlc"}
     assert subjects("needs-network", "needs_network") == {"files.example.net", "pip install", "api.github.com"}

@@ -1,0 +1,201 @@
+"""Sandbox images on the real Docker engine: content-hash caching, the capability manifest, and the
+desktop (Xvfb + openbox + AT-SPI) coming up in a container with a zenity dialog visible to a11y."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shinken.errors import ShinkenError
+from shinken.images import build as images_build
+from shinken.images.build import LABEL_HASH, apt_mirror, build_image, content_hash, ensure_image
+from shinken.images.capabilities import cache_path, get_manifest
+from shinken.sandbox.ownership import labels_for
+from shinken.schemas import check_with_jsonschema
+
+pytestmark = [pytest.mark.docker]
+
+REPO = Path(__file__).resolve().parent.parent
+SHINKEN = str(Path(sys.executable).with_name("shinken"))
+
+
+def test_second_build_is_a_cache_hit(docker_client, linux_image):
+    first = build_image("linux", client=docker_client)
+    started = time.monotonic()
+    second = build_image("linux", client=docker_client)
+    elapsed = time.monotonic() - started
+    assert second.cached and second.image_id == first.image_id
+    assert elapsed < 5, f"cache hit took {elapsed:.1f}s"
+    assert ensure_image("linux", client=docker_client) == first.image_id
+    image = docker_client.images.get(first.image_id)
+    assert image.labels[LABEL_HASH] == first.content_hash
+    assert f"shinken/sandbox-linux:{first.content_hash}" in image.tags
+    assert "shinken/sandbox-linux:latest" in image.tags
+
+
+def test_content_hash_follows_parent_and_files():
+    assert content_hash("linux", "sha256:" + "a" * 64) != content_hash("linux", "sha256:" + "b" * 64)
+    assert content_hash("linux", "sha256:x") == content_hash("linux", "sha256:x")
+    arcs = [arc for arc, _ in images_build._image_files("linux")]
+    # the guest scripts are part of the linux image's identity
+    assert {"guest/shinken-desktop-up", "guest/shinken-a11y-dump", "guest/shinken-capabilities"} <= set(arcs)
+    assert "Dockerfile" in arcs
+
+
+def test_unknown_image_name_is_a_usage_error(docker_client):
+    with pytest.raises(ShinkenError, match="unknown image"):
+        build_image("windows", client=docker_client)
+
+
+def test_apt_mirror_reads_deb822_then_sources_list(tmp_path):
+    d = tmp_path / "sources.list.d"
+    d.mkdir()
+    (d / "debian.sources").write_text(
+        "Types: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n\n"
+        "Types: deb\n# comment\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\n"
+    )
+    assert apt_mirror(d, tmp_path / "none") == "http://mirror.example/debian"
+    (d / "debian.sources").unlink()
+    lst = tmp_path / "sources.list"
+    lst.write_text("# x\ndeb [arch=amd64] http://other.example/debian bookworm main\n")
+    assert apt_mirror(d, lst) == "http://other.example/debian"
+    assert apt_mirror(tmp_path / "missing", tmp_path / "missing.list") == images_build.DEFAULT_MIRROR
+
+
+def test_manifest_validates_and_lists_reward_libraries(docker_client, linux_image):
+    manifest = get_manifest(linux_image, client=docker_client, refresh=True)
+    assert check_with_jsonschema("capabilities", manifest) == []
+    assert manifest["image"]["id"] == docker_client.images.get(linux_image).id
+    mods = set(manifest["python_modules"])
+    for mod in ("openpyxl", "docx", "pptx", "fitz", "pypdf", "PyPDF2", "pikepdf", "pdfminer", "odf", "PIL",
+                "numpy", "pandas", "requests", "lxml", "pyautogui", "gi", "json"):
+        assert mod in mods, mod
+    exes = set(manifest["executables"])
+    for exe in ("python3", "zenity", "xdotool", "Xvfb", "xterm", "openbox", "shinken-desktop-up",
+                "shinken-a11y-dump", "shinken-capabilities"):
+        assert exe in exes, exe
+    assert manifest["python"]["version"].startswith("3.11.")
+    assert "python3-openpyxl" in manifest["dpkg_packages"]
+    assert {"zenity", "xterm"} <= set(manifest["desktop_apps"])
+    assert "libreoffice_calc" not in manifest["desktop_apps"]
+    assert manifest["display"] is True and manifest["accessibility"] is True
+    # second call: from the per-image-id cache, no container
+    started = time.monotonic()
+    again = get_manifest(linux_image, client=docker_client)
+    assert time.monotonic() - started < 1.0
+    assert again["generated_at"] == manifest["generated_at"]
+    assert cache_path(manifest["image"]["id"]).is_file()
+
+
+def test_inspect_cli_prints_manifest_json(linux_image):
+    proc = subprocess.run([SHINKEN, "image", "inspect", linux_image, "--json"],
+                          capture_output=True, text=True, timeout=180, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["image"]["ref"] == linux_image and "xdotool" in doc["executables"]
+
+
+def test_inspect_missing_image_is_environment_problem():
+    proc = subprocess.run([SHINKEN, "image", "inspect", "shinken/no-such-image:nope"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture()
+def desktop_container(docker_client, linux_image):
+    container = docker_client.containers.run(
+        linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
+        cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512, mem_limit="2g",
+    )
+    try:
+        yield container
+    finally:
+        container.remove(force=True)
+
+
+def _exec(container, cmd: str, user: str = "user") -> tuple[int, str]:
+    rc, out = container.exec_run(["bash", "-c", cmd], user=user, demux=False)
+    return rc, (out or b"").decode(errors="replace")
+
+
+def test_desktop_comes_up_and_zenity_entry_is_accessible(desktop_container):
+    c = desktop_container
+    started = time.monotonic()
+    rc, out = _exec(c, "shinken-desktop-up")
+    up_s = time.monotonic() - started
+    assert rc == 0, out
+    assert up_s < 15, f"desktop took {up_s:.1f}s"
+    rc, env = _exec(c, "cat /tmp/shinken-session.env")
+    assert "export DISPLAY=:0" in env and "DBUS_SESSION_BUS_ADDRESS=unix:" in env
+    rc, out = _exec(c, ". /tmp/shinken-session.env && xdpyinfo | grep dimensions")
+    assert rc == 0 and "1920x1080" in out, out
+    # idempotent, and the fast path is fast
+    started = time.monotonic()
+    rc, out = _exec(c, "shinken-desktop-up")
+    assert rc == 0, out
+    assert time.monotonic() - started < 3
+    rc, out = _exec(c, "pgrep -c -x Xvfb")
+    assert out.strip() == "1", out
+
+    rc, out = _exec(c, ". /tmp/shinken-session.env && (setsid zenity --entry --text 'Your name' >/dev/null 2>&1 &)")
+    assert rc == 0, out
+    deadline = time.monotonic() + 30
+    entry = None
+    while time.monotonic() < deadline and entry is None:
+        rc, out = _exec(c, "shinken-a11y-dump --app zenity")
+        if rc == 0:
+            dump = json.loads(out)
+            assert dump["ok"] is True
+            entry = next((n for n in dump["nodes"] if n["role"] in ("text", "entry")
+                          and "editable" in n["states"]), None)
+        if entry is None:
+            time.sleep(0.3)
+    assert entry is not None, out
+    assert entry["app"] == "zenity"
+    x, y, w, h = entry["bbox"]
+    assert w > 0 and h > 0 and 0 <= x < 1920 and 0 <= y < 1080
+    assert entry["parent"] and entry["path"].startswith(entry["parent"] + "/")
+
+    # typing into the focused entry shows up in the a11y value: input and a11y see the same widget
+    rc, out = _exec(c, ". /tmp/shinken-session.env && xdotool type --delay 5 'ada'")
+    assert rc == 0, out
+    deadline = time.monotonic() + 10
+    value = None
+    while time.monotonic() < deadline and value != "ada":
+        rc, out = _exec(c, "shinken-a11y-dump --app zenity")
+        nodes = {n["path"]: n for n in json.loads(out)["nodes"]}
+        value = nodes.get(entry["path"], {}).get("value")
+    assert value == "ada"
+
+
+def test_desktop_up_as_root_runs_the_session_as_user(docker_client, linux_image):
+    # root exec is how setup steps run; the session must still belong to `user`
+    container = docker_client.containers.run(
+        linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
+        cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "AUDIT_WRITE"], security_opt=["no-new-privileges"],
+        pids_limit=512, mem_limit="2g",
+    )
+    try:
+        rc, out = _exec(container, "shinken-desktop-up", user="root")
+        assert rc == 0, out
+        rc, out = _exec(container, "ps -o user= -C Xvfb")
+        assert out.strip() == "user", out
+    finally:
+        container.remove(force=True)
+
+
+@pytest.mark.slow
+def test_cua_image_has_office_apps(docker_client, cua_image):
+    manifest = get_manifest(cua_image, client=docker_client)
+    assert check_with_jsonschema("capabilities", manifest) == []
+    apps = set(manifest["desktop_apps"])
+    assert {"libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "evince", "pdf_viewer",
+            "zenity"} <= apps
+    assert {"soffice", "shinken-desktop-up"} <= set(manifest["executables"])
