@@ -50,7 +50,8 @@ GOLDEN_FORMAT = "1"  # bump when the build procedure changes: old goldens stop m
 LABEL_GOLDEN_FORMAT = "shinken.golden_format"
 LABEL_GOLDEN_META = "shinken.golden_meta"
 LABEL_GOLDEN = "shinken.golden"  # on forks: the golden image id they came from
-EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
+EXEC_GRACE_S = 10.0
+MARKER_DRAIN_S = 0.3  # the API-side guard fires this long after the in-container timeout
 REPLAY_SLEEP_CAP_S = 2.0  # a config `sleep` replayed after `open` on every fork is capped
 DESKTOP_UP_TIMEOUT_S = 60.0
 DELETE_RETRIES = 4
@@ -186,7 +187,10 @@ class _Box:
                     name = url[2:]
                     if name not in bundle.files:  # only regular files of the bundle folder, no ../
                         raise fail(f"{url} is not a file of the bundle")
-                    self.upload(bundle.file_path(name).read_bytes(), dest)
+                    try:
+                        self.upload(bundle.file_path(name).read_bytes(), dest)
+                    except (SessionError, OSError) as exc:
+                        raise fail(f"cannot place {url} at {dest}: {exc}") from None
                 elif url.startswith(("http://", "https://")):
                     if not self._network:
                         raise fail(f"{url} is remote and this sandbox has no network "
@@ -467,7 +471,7 @@ class DockerProvider:
             raise _infra(f"container {cid[:12]} vanished", exc) from None
         except docker.errors.APIError as exc:
             raise _infra(f"exec in {cid[:12]}", exc) from None
-        data, guard_hit, total = _read_frames(sock, t0 + t_in + EXEC_GRACE_S, max_output + 256)
+        data, guard_hit, total = _read_frames(sock, t0 + t_in + EXEC_GRACE_S, max_output + 256, nonce.encode())
         duration = _now() - t0
         text = data.decode("utf-8", "replace")
         exit_code: int | None
@@ -731,15 +735,20 @@ _NO_FILES = Bundle(id="", path=Path("/nonexistent"), layout="demo", task_file=No
                    raw={}, files={}, bundle_hash="")
 
 
-def _read_frames(sock: Any, deadline: float, cap: int) -> tuple[bytes, bool, int]:
+def _read_frames(sock: Any, deadline: float, cap: int, marker: bytes = b"") -> tuple[bytes, bool, int]:
     """Read the multiplexed exec stream until EOF or `deadline`. Keeps the last `cap`
     bytes (stdout and stderr interleaved in arrival order). Returns (data, guard_hit,
-    total bytes received)."""
+    total bytes received).
+
+    Once the wrapper's marker line has arrived the command is over; a background process
+    it left behind may still hold the output pipe open (EOF never comes), so reading stops
+    MARKER_DRAIN_S later (late stdout frames still arrive in that window)."""
     raw = sock.raw  # SocketIO
     raw = getattr(raw, "_sock", raw)
     buf = bytearray()
     pending = b""
     total = 0
+    marker_seen = False
 
     def recv(n: int) -> bytes:
         left = deadline - _now()
@@ -763,13 +772,17 @@ def _read_frames(sock: Any, deadline: float, cap: int) -> tuple[bytes, bool, int
                     buf += pending
                     return bytes(buf[-cap:]), False, total + len(pending)
                 pending += chunk
-            buf += pending[:size]
+            frame = pending[:size]
+            buf += frame
             total += size
             pending = pending[size:]
+            if marker and marker in frame and not marker_seen:
+                marker_seen = True
+                deadline = min(deadline, _now() + MARKER_DRAIN_S)
             if len(buf) > 2 * cap:
                 del buf[: len(buf) - cap]
     except (TimeoutError, socket.timeout):
-        return bytes(buf[-cap:]), True, total
+        return bytes(buf[-cap:]), not marker_seen, total
     except OSError:
         return bytes(buf[-cap:]), False, total
     finally:
