@@ -62,7 +62,7 @@ def _placeholders(data: bytes, where: str) -> list[list[Any]]:
     return [["placeholder", [m.group(0).decode()], where] for m in PLACEHOLDER.finditer(data)]
 
 
-def _read_capped(path: Path, size: int, cap: int) -> bytes | None:
+def _read_capped(path: str, size: int, cap: int) -> bytes | None:
     # Read exactly what is there (size from the loader's scan): `read(cap)` would
     # allocate a cap-sized buffer per file, which costs more than the parse.
     try:
@@ -179,7 +179,7 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     if sources and sources[0][1]:
         needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])
     for name, is_reward in sources:
-        data = _read_capped(bundle.path / name, bundle.files[name], pyscan.PARSE_CAP)
+        data = _read_capped(os.path.join(folder, name), bundle.files[name], pyscan.PARSE_CAP)
         if data is None or (is_reward and any(r[0] == "empty_reward" for r in reasons)):
             continue  # unreadable / empty_reward already reported by the loader
         if not is_reward:

@@ -26,6 +26,7 @@ _SUBPROC = re.compile(
 )
 _NET_WORDS = (b"requests", b"urllib", b"httpx", b"aiohttp", b"http.client", b"urlopen", b"wget", b"curl", b"socket",
               b"webbrowser", b"selenium", b"playwright")
+_NESTED_IMPORT = re.compile(rb"^[ \t]+(?:import|from)[ \t]+[\w.]", re.M)
 _GUARDED_IMPORT = re.compile(rb"except[ \t(]*(?:ImportError|ModuleNotFoundError)|^[ \t]*try:[ \t]*\n[ \t]*(?:import|from)[ \t]", re.M)
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 _EXITS = frozenset({"exit", "quit", "_exit"})
@@ -125,11 +126,18 @@ class _Walker:
     """Statement-level pass: imports (with try/except ImportError alternatives) and
     bare-number prints."""
 
-    __slots__ = ("imports", "bare_print")
+    __slots__ = ("imports", "bare_print", "walked")
 
     def __init__(self) -> None:
         self.imports: list[tuple[list[str], int]] = []
         self.bare_print = 0
+        self.walked = True
+
+    def count_bare_prints(self, tree: ast.Module) -> int:
+        if not self.walked:  # only the imports were visited; now the rest is needed
+            self.imports, self.walked = [], True
+            self.walk(tree.body)
+        return self.bare_print
 
     def names(self, stmts: list[ast.stmt]) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []
@@ -279,7 +287,11 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     facts.syntax, facts.syntax_detail = problem, detail
     if tree is not None:
         w = _Walker()
-        w.walk(tree.body)
+        if _NESTED_IMPORT.search(src) or _GUARDED_IMPORT.search(src):
+            w.walk(tree.body)  # imports inside functions/blocks/try: walk the statements
+        else:  # every import is at column 0: the module body lists them all
+            w.walk([x for x in tree.body if isinstance(x, (ast.Import, ast.ImportFrom))])
+            w.walked = False
         facts.imports = w.imports
     elif problem is not None:
         facts.imports = [([n], line) for n, line in token_imports(src) if n != "__future__"]
@@ -307,7 +319,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
             facts.marker, facts.marker_detail = "lowercase", "prints `reward:` in lower/mixed case"
         elif _marker_lines(_TOTAL, src):
             facts.marker, facts.marker_detail = "total_score", "prints `Total score: X`, no `REWARD:` line"
-        elif w is not None and w.bare_print:
+        elif w is not None and w.count_bare_prints(tree):
             facts.marker, facts.marker_detail = "bare_number", "prints a bare value, no `REWARD:` line"
         elif tree is not None:
             facts.marker, facts.marker_detail = "no_marker", "no `REWARD:` print anywhere"

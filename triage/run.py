@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import time
@@ -45,6 +46,12 @@ def _safe_analyze(folder: str, py: tuple[int, int]) -> dict[str, Any]:
             "class": "file_cli", "needs": [],
             "reasons": [["unreadable", f"triage could not analyse this folder: {type(exc).__name__}: {exc}"]],
         }
+
+
+def _worker_init() -> None:
+    # Analysis makes no reference cycles worth collecting; the cyclic GC re-scanning
+    # every parsed tree costs ~10% of a worker's time.
+    gc.disable()
 
 
 def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, str | None, dict[str, Any]]]:
@@ -150,7 +157,7 @@ def triage_root(
         st.workers = n_workers
         chunks = [misses[i : i + CHUNK] for i in range(0, len(misses), CHUNK)]
         ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init) as pool:
             for batch in pool.map(_work, chunks, [py] * len(chunks)):
                 take(batch)
     for link in links:
