@@ -87,12 +87,15 @@ def main() -> None:
             keys.append(timed(eng.tool, f"z{i}", gen, "computer_key", {"keys": "Return"})[1])
             eng.tool(f"z{i}", gen, "computer_exec",
                      {"command": "for i in $(seq 50); do [ -f answer.txt ] && break; sleep 0.1; done"})
-            scores.append(eng.verify(f"z{i}", gen).reward)
+            res = eng.verify(f"z{i}", gen)
+            scores.append(res.reward)
+            if res.reward != 1.0:
+                print(f"zenity round {i}: reward {res.reward}; diff was {diff!r}; reward said {res.reward_output_tail!r}")
             eng.end(f"z{i}", gen)
     finally:
-        eng.close()
         if pool_eng is not None:
-            pool_eng.close()
+            pool_eng.close()  # first: its pool holds forks of the golden `eng` deletes
+        eng.close()
         shutil.rmtree(root, ignore_errors=True)
 
     ms = lambda xs: f"{p50(xs) * 1000:7.0f} ms"  # noqa: E731

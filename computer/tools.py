@@ -5,7 +5,7 @@ InfraError from the sandbox propagates so the engine can mask the sample."""
 from __future__ import annotations
 
 import re
-import shlex
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,12 +89,17 @@ _GUEST_PREFIX = (
     f'[ -f {SESSION_ENV} ] || shinken-desktop-up >/dev/null 2>&1; '
     f'set -a; . {SESSION_ENV} 2>/dev/null; set +a; export DISPLAY="${{DISPLAY:-:0}}"; exec "$@"'
 )
+# computer_exec takes the session env when the desktop runs, but never starts it (most exec-only
+# tasks have no GUI, and starting one costs ~0.3 s).
+_EXEC_PREFIX = f'if [ -f {SESSION_ENV} ]; then set -a; . {SESSION_ENV}; set +a; fi; exec "$@"'
+# After an input event, wait so the next observation sees the app's reaction; one exec, not two.
+_SETTLE = 'rc=0; "$@" || rc=$?; sleep {s}; exit $rc'
 EXEC_TIMEOUT_S = 60.0
 GUI_TIMEOUT_S = 30.0
 DUMP_TIMEOUT_S = 40.0
 EXEC_OUTPUT_CHARS = 8_000  # what the model sees of a command's output (the tail)
 DUMP_MAX_BYTES = 32_000_000
-SETTLE_S = 0.2  # let the app process an input event before the next observation
+SETTLE_S = 0.15  # let the app process an input event before the next observation
 MAX_TEXT = 10_000
 MAX_KEY_CHORDS = 16
 _KEY_RE = re.compile(r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
@@ -154,8 +159,11 @@ def _args(name: str, arguments: Any) -> dict[str, Any]:
     return out
 
 
-def _guest(ctx: ToolContext, argv: list[str], timeout: float = GUI_TIMEOUT_S, max_output: int = 64_000):
+def _guest(ctx: ToolContext, argv: list[str], timeout: float = GUI_TIMEOUT_S, max_output: int = 64_000,
+           settle: bool = False):
     """Run argv in the fork with the desktop session env; no shell parsing of the arguments."""
+    if settle:
+        argv = ["bash", "-c", _SETTLE.format(s=SETTLE_S), "shinken-settle", *argv]
     return ctx.fork.exec(["bash", "-c", _GUEST_PREFIX, "shinken-guest", *argv], timeout=timeout,
                          max_output=max_output)
 
@@ -172,21 +180,7 @@ def _check_gui(res, what: str) -> str | None:
 
 def observe(ctx: ToolContext) -> a11y.Observation:
     """Dump the tree in the guest, assign ids. Raises ToolArgError for an unusable dump."""
-    res = _guest(ctx, ["env", "PYTHONWARNINGS=ignore", "shinken-a11y-dump", "--showing-only"],
-                 timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
-    err = _check_gui(res, "reading the accessibility tree")
-    if err:
-        raise ToolArgError(err.removeprefix("error: "))
-    if res.truncated:
-        raise ToolArgError("the accessibility tree is too large to read")
-    # Output is stdout+stderr combined: warnings may precede the JSON, which is the last line.
-    text = res.output.rstrip()
-    start = text.rfind("\n{")
-    try:
-        nodes = a11y.parse_dump(text[start + 1:] if start >= 0 else text)
-    except a11y.DumpError as exc:
-        raise ToolArgError(str(exc)) from None
-    return ctx.ids.observe(nodes)
+    return ctx.ids.observe(_dump(ctx))
 
 
 def _observe_tool(ctx: ToolContext, mode: str) -> str:
@@ -204,30 +198,100 @@ def _observe_tool(ctx: ToolContext, mode: str) -> str:
     return changes
 
 
+def _dump(ctx: ToolContext) -> list[a11y.Node]:
+    res = _guest(ctx, ["env", "PYTHONWARNINGS=ignore", "shinken-a11y-dump", "--showing-only"],
+                 timeout=DUMP_TIMEOUT_S, max_output=DUMP_MAX_BYTES)
+    err = _check_gui(res, "reading the accessibility tree")
+    if err:
+        raise ToolArgError(err.removeprefix("error: "))
+    if res.truncated:
+        raise ToolArgError("the accessibility tree is too large to read")
+    # Output is stdout+stderr combined: warnings may precede the JSON, which is the last line.
+    text = res.output.rstrip()
+    start = text.rfind("\n{")
+    try:
+        return a11y.parse_dump(text[start + 1:] if start >= 0 else text)
+    except a11y.DumpError as exc:
+        raise ToolArgError(str(exc)) from None
+
+
+def _locate(ctx: ToolContext, old: a11y.Node) -> a11y.Node | None:
+    """Where the element is now: positions in the model's last observation may be stale (a window
+    placed by the window manager after it was read, a scrolled list)."""
+    nodes = _dump(ctx)
+    same_place = [n for n in nodes if (n.app, n.rel_path, n.role) == (old.app, old.rel_path, old.role)]
+    for n in same_place:
+        if n.name == old.name:
+            return n
+    if old.name:
+        named = [n for n in nodes if (n.app, n.role, n.name) == (old.app, old.role, old.name)]
+        if len(named) == 1:
+            return named[0]
+    return same_place[0] if same_place else None
+
+
+def _ere(text: str) -> str:
+    return "".join("\\" + c if c in ".[]()*+?{}|^$\\" else c for c in text)
+
+
+def _activate_window(ctx: ToolContext, node: a11y.Node) -> None:
+    """Give the element's top-level window the focus first, as a person's click would; a click
+    that lands while the window manager is still placing a new window focuses nothing."""
+    top_path = "/".join(node.path.split("/")[:2])
+    top = next((n for n in ctx.ids.previous.values() if n.path == top_path), None)
+    if top is None or not top.name or "active" in top.states:
+        return
+    _guest(ctx, ["xdotool", "search", "--sync", "--onlyvisible", "--limit", "1", "--name", f"^{_ere(top.name)}$",
+                 "windowactivate", "--sync"], timeout=5)
+
+
+# Move, and click only if the pointer is over a window: a point over the bare root window means
+# the target was not placed yet (exit 3: the caller looks again and retries).
+_CLICK = r"""xdotool mousemove --sync "$1" "$2" || exit 2
+if [ "$3" = check ]; then
+  eval "$(xdotool getmouselocation --shell)"
+  root=$(xwininfo -root | sed -n 's/.*Window id: \(0x[0-9a-fA-F]*\).*//p')
+  [ -n "$root" ] && [ "$WINDOW" = "$((root))" ] && exit 3
+fi
+xdotool click 1"""
+CLICK_RETRY_S = 6.0  # a starved app can report its pre-placement position for seconds
+
+
 def _click(ctx: ToolContext, element: str | None, x: int | None, y: int | None) -> str:
-    if element is not None:
-        if x is not None or y is not None:
-            raise ToolArgError("give either element or x and y, not both")
-        if not _ELEMENT_RE.match(element):
-            raise ToolArgError(f"element must look like \"e7\", got {element!r}")
-        node = ctx.ids.previous.get(element)
-        if node is None:
-            raise ToolArgError(f"no element {element} in the last observation; call computer_observe")
-        point = node.center()
-        if point is None:
-            raise ToolArgError(f"element {element} ({node.role}) has no position on screen; "
-                               "use the keyboard or another element")
-        x, y = point
-        label = f"{element} ({a11y.render_line(element, node)})"
-    else:
+    if element is None:
         if x is None or y is None:
             raise ToolArgError("give element, or both x and y")
         if not (0 <= x < SCREEN_MAX and 0 <= y < SCREEN_MAX):
             raise ToolArgError("x and y must be screen pixels (0..16383)")
-        label = f"({x}, {y})"
-    res = _guest(ctx, ["xdotool", "mousemove", "--sync", str(x), str(y), "click", "1",
-                       "sleep", str(SETTLE_S)])
-    return _check_gui(res, "click") or f"clicked {label} at ({x}, {y})"
+        res = _guest(ctx, ["bash", "-c", _CLICK, "shinken-click", str(x), str(y), "any"], settle=True)
+        return _check_gui(res, "click") or f"clicked at ({x}, {y})"
+    if x is not None or y is not None:
+        raise ToolArgError("give either element or x and y, not both")
+    if not _ELEMENT_RE.match(element):
+        raise ToolArgError(f"element must look like \"e7\", got {element!r}")
+    node = ctx.ids.previous.get(element)
+    if node is None:
+        raise ToolArgError(f"no element {element} in the last observation; call computer_observe")
+    deadline = time.monotonic() + CLICK_RETRY_S
+    _activate_window(ctx, node)
+    while True:
+        now = _locate(ctx, node)
+        if now is None:
+            raise ToolArgError(f"element {element} is no longer on screen; call computer_observe")
+        point = now.center()
+        if point is None:
+            raise ToolArgError(f"element {element} ({node.role}) has no position on screen; "
+                               "use the keyboard or another element")
+        res = _guest(ctx, ["bash", "-c", _CLICK, "shinken-click", str(point[0]), str(point[1]), "check"],
+                     settle=True)
+        if res.exit_code != 3 or time.monotonic() >= deadline:
+            break
+        time.sleep(0.3)
+    x, y = point
+    if res.exit_code == 3:
+        return (f"error: element {element} is reported at ({x}, {y}) but no window is there (it may still be "
+                "opening); nothing was clicked. Observe again and retry.")
+    return _check_gui(res, "click") or f"clicked {element} ({a11y.render_line(element, now)}) at ({x}, {y})"
 
 
 def _type(ctx: ToolContext, text: str) -> str:
@@ -236,11 +300,10 @@ def _type(ctx: ToolContext, text: str) -> str:
     if len(text) > MAX_TEXT:
         raise ToolArgError(f"text is longer than {MAX_TEXT} characters; type it in parts")
     res = _guest(ctx, ["xdotool", "type", "--delay", "8", "--", text],
-                 timeout=GUI_TIMEOUT_S + len(text) * 0.02)
+                 timeout=GUI_TIMEOUT_S + len(text) * 0.02, settle=True)
     err = _check_gui(res, "typing")
     if err:
         return err
-    _guest(ctx, ["sleep", str(SETTLE_S)])
     return f"typed {len(text)} characters"
 
 
@@ -253,18 +316,17 @@ def _key(ctx: ToolContext, keys: str) -> str:
     bad = [c for c in chords if not _KEY_RE.match(c)]
     if bad:
         raise ToolArgError(f"not a key name: {bad[0]!r}; use xdotool names like Return, Tab, ctrl+s")
-    res = _guest(ctx, ["xdotool", "key", "--clearmodifiers", "--", *chords])
+    res = _guest(ctx, ["xdotool", "key", "--clearmodifiers", "--", *chords], settle=True)
     err = _check_gui(res, "key press")
     if err:
         return err
-    _guest(ctx, ["sleep", str(SETTLE_S)])
     return f"pressed {' '.join(chords)}"
 
 
 def _exec(ctx: ToolContext, command: str) -> str:
     if not command.strip():
         raise ToolArgError("command is empty")
-    res = ctx.fork.exec(["bash", "-c", _GUEST_PREFIX, "shinken-guest", "bash", "-lc", command],
+    res = ctx.fork.exec(["bash", "-c", _EXEC_PREFIX, "shinken-exec", "bash", "-lc", command],
                         timeout=EXEC_TIMEOUT_S, max_output=EXEC_OUTPUT_CHARS)
     head = (f"timed out after {EXEC_TIMEOUT_S:.0f}s" if res.timed_out else f"exit code {res.exit_code}")
     if res.truncated:
