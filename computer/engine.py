@@ -349,14 +349,17 @@ class ComputerEngine:
 
     def seed(self, session: str, task_id: str, generation: str | None = None) -> str:
         """Start (or restart) the session's rollout on a fresh fork of the task; returns its token.
-        Reseeding a session that has a live rollout requires that rollout's token."""
+        Reseeding a session that has a live rollout requires that rollout's token; once the
+        rollout has ended (or was reaped) any token, or none, starts a new one."""
         self._enter()
         try:
             self._wait_backlog()
             sess = self._locked_session(session, create=True)
             assert sess is not None
             try:
-                if sess.generation is not None or generation is not None:
+                # Only a live rollout needs protecting: a token left over from an ended or reaped
+                # rollout (a client's cookie) may start a new one, but never replace a live one.
+                if sess.generation is not None:
                     self._check(sess, session, generation)
                 self._teardown(sess)
                 entry = self._acquire_golden(task_id)

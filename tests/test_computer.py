@@ -37,11 +37,8 @@ def _private_root(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sandbox_image(docker_client) -> str:
-    from shinken.images.build import ensure_image
-
-    ensure_image("linux", client=docker_client)
-    return "shinken/sandbox-linux:latest"
+def sandbox_image(linux_image) -> str:
+    return linux_image  # conftest: built for the current sources, cached by content hash
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +158,11 @@ def test_stale_generation_is_refused_and_newer_rollout_untouched(engine):
     engine.end("stale", new)
     with pytest.raises(SessionError):
         engine.tool("stale", new, "computer_done", {})
+    # after the rollout ended, the client's leftover token may start a new one (nothing to protect)
+    newest = engine.seed("stale", "hello-file", new)
+    assert newest not in (old, new)
+    assert "No such file" in _exec(engine, "stale", newest, "cat /home/user/marker.txt")  # a fresh fork
+    engine.end("stale", newest)
 
 
 def test_sessions_run_concurrently_and_calls_in_one_session_are_serialized(engine):
