@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -64,15 +65,22 @@ def plain_loop(root: Path) -> float:
     return time.perf_counter() - t
 
 
-def cli(root: Path, manifest: Path, out: Path, cache: Path) -> tuple[float, dict]:
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cli(root: Path, manifest: Path, out: Path, cache: Path) -> tuple[float, float, dict]:
+    """(wall seconds, CPU seconds of the whole process tree, report)."""
     env = {**os.environ, "SHINKEN_CACHE_DIR": str(cache)}
+    cpu = _child_cpu()
     t = time.perf_counter()
     p = subprocess.run([str(SHINKEN), "triage", str(root), "--manifest", str(manifest), "--json", str(out)],
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
     if p.returncode != 0:
         raise SystemExit(f"shinken triage failed ({p.returncode}): {p.stderr}")
-    return dt, orjson.loads(out.read_bytes())
+    return dt, _child_cpu() - cpu, orjson.loads(out.read_bytes())
 
 
 def main() -> None:
@@ -104,8 +112,8 @@ def main() -> None:
             cache = tmp / f"cache{i}"
             out = tmp / "report.json"
             drop_caches()
-            c, cold_report = cli(root, a.manifest, out, cache)
-            r, rerun_report = cli(root, a.manifest, out, cache)
+            c, c_cpu, cold_report = cli(root, a.manifest, out, cache)
+            r, r_cpu, rerun_report = cli(root, a.manifest, out, cache)
             assert rerun_report["summary"]["run"]["analysed"] == 0, rerun_report["summary"]["run"]
             assert [t["verdict"] for t in rerun_report["tasks"]] == [t["verdict"] for t in cold_report["tasks"]]
             victim = next(e.path for e in os.scandir(root) if e.is_dir())
@@ -113,19 +121,19 @@ def main() -> None:
             original = rp.read_bytes()
             rp.write_bytes(original + b"\n# touched by bench_triage\n")
             try:
-                u, touched_report = cli(root, a.manifest, out, cache)
+                u, _, touched_report = cli(root, a.manifest, out, cache)
             finally:
                 rp.write_bytes(original)
             assert touched_report["summary"]["run"]["analysed"] == 1, touched_report["summary"]["run"]
-            colds.append((c, cold_report))
-            reruns.append(r)
+            colds.append((c, c_cpu, cold_report))
+            reruns.append((r, r_cpu))
             touched.append(u)
-        cold, report = min(colds, key=lambda x: x[0])
-        rerun, one = min(reruns), min(touched)
+        cold, cold_cpu, report = min(colds, key=lambda x: x[0])
+        (rerun, rerun_cpu), one = min(reruns), min(touched)
         run = report["summary"]["run"]
-        print(f"triage cold{'' if cold_ok else ' (page cache NOT dropped: not root)'}: {cold:.2f} s "
-              f"(in-process {run['seconds']:.2f} s, {run['workers']} workers)")
-        print(f"triage re-run, nothing changed: {rerun:.2f} s")
+        print(f"triage cold{'' if cold_ok else ' (page cache NOT dropped: not root)'}: {cold:.2f} s wall, "
+              f"{cold_cpu:.2f} s CPU (in-process {run['seconds']:.2f} s, {run['workers']} workers)")
+        print(f"triage re-run, nothing changed: {rerun:.2f} s wall, {rerun_cpu:.2f} s CPU")
         print(f"triage re-run, one bundle changed: {one:.2f} s")
         print(f"ratio cold / re-run: {cold / rerun:.1f}x; plain-loop cold / triage cold: {ref_cold / cold:.2f}x")
         print(f"verdicts: {dict(Counter(t['verdict'] for t in report['tasks']))}")
