@@ -29,6 +29,7 @@ STRUCTURAL_ROLES = frozenset(
 )
 MAX_TEXT = 160  # a name/value longer than this is cut (document bodies can be megabytes)
 MAX_RENDER_CHARS = 48_000  # cap of one rendered observation
+HISTORY_MAX = 50_000  # identities remembered per session (ids of elements seen long ago may be reused)
 
 
 class DumpError(ValueError):
@@ -238,6 +239,9 @@ class IdMap:
             result[eid] = n
             self.history[(n.app, n.rel_path, n.role, n.name)] = (eid, self.observations)
         self.previous = result
+        if len(self.history) > HISTORY_MAX:  # a long rollout over a big app: forget the oldest
+            keep = sorted(self.history.items(), key=lambda kv: kv[1][1])[-HISTORY_MAX // 2:]
+            self.history = dict(keep)
         return result
 
     def observe(self, nodes: Iterable[Node]) -> Observation:

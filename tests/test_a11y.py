@@ -179,3 +179,18 @@ def test_missing_enabled_state_renders_disabled():
     dump["nodes"][-2]["states"] = ["showing", "visible", "focusable"]  # OK button greyed out
     text = a11y.IdMap().observe(a11y.parse_dump(dump)).text()
     assert 'push button "OK" (disabled)' in text and 'push button "Cancel"\n' in text
+
+
+def test_id_history_is_bounded(monkeypatch):
+    monkeypatch.setattr(a11y, "HISTORY_MAX", 100)
+    ids = a11y.IdMap()
+
+    def dump(round_):
+        return a11y.parse_dump({"ok": True, "nodes": [
+            _node(f"0/{i}", "push button", f"b{round_}-{i}") for i in range(30)]})
+
+    seen = []
+    for round_ in range(10):
+        seen.append(ids.observe(dump(round_)).nodes.keys())
+        assert len(ids.history) <= 100
+    assert ids.observe(dump(9)).nodes.keys() == seen[-1]  # recent identities are still known
