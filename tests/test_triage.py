@@ -406,3 +406,9 @@ def test_against_real_linux_image_manifest(request, demo_root: Path, tmp_path: P
     report = orjson.loads(out.read_bytes())
     assert report["image"] == {"ref": ref, "id": manifest["image"]["id"]}
     assert {t["id"]: t["verdict"] for t in report["tasks"]} == {k: v["verdict"] for k, v in tasks.items()}
+
+
+def test_docs_list_every_reason_code(repo_root: Path) -> None:
+    text = (repo_root / "docs" / "triage.md").read_text()
+    for code, (severity, _meaning) in CODES.items():
+        assert f"| `{code}` | {severity} |" in text, code
