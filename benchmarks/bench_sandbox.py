@@ -123,8 +123,11 @@ def main() -> int:
                     f.close()
             res["pool_acquire"] = summary(acq)
 
-            re_times = [reprovision(p, sheet, image) for _ in range(5)]
-            fork_sheet = timed_forks(p, g_sheet, 10)
+            # interleaved, so both sides see the same machine load
+            re_times, fork_sheet = [], []
+            for _ in range(6):
+                re_times.append(reprovision(p, sheet, image))
+                fork_sheet += timed_forks(p, g_sheet, 2)
             sheet_acq = []
             with p.pool(g_sheet, 2) as pool:
                 for _ in range(8):
