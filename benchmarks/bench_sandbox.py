@@ -38,8 +38,8 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def summary(xs: list[float]) -> dict[str, float]:
-    return {"n": len(xs), "p50": round(statistics.median(xs), 4), "p95": round(pct(xs, 0.95), 4),
-            "min": round(min(xs), 4), "max": round(max(xs), 4)}
+    return {"n": len(xs), "p50": round(statistics.median(xs), 6), "p95": round(pct(xs, 0.95), 6),
+            "min": round(min(xs), 6), "max": round(max(xs), 6)}
 
 
 def timed_forks(p: DockerProvider, golden, n: int, *, first_exec: bool = False) -> list[float]:
@@ -159,10 +159,10 @@ def main() -> int:
     print(f"fork + first exec            p50 {res['fork_first_exec']['p50']*1000:7.1f} ms")
     print(f"desktop fork-to-ready        p50 {res['desktop_fork_to_ready']['p50']*1000:7.1f} ms   (target <= 600 ms)")
     print(f"zenity demo fork (+0.5 s sleep) p50 {res['zenity_fork_to_ready']['p50']*1000:7.1f} ms")
-    print(f"warm-pool acquire            p50 {res['pool_acquire']['p50']*1000:7.2f} ms   (target <= 50 ms)")
+    print(f"warm-pool acquire            p50 {res['pool_acquire']['p50']*1e6:7.1f} us   (target <= 50 ms)")
     print(f"spreadsheet re-provision     p50 {s['reprovision']['p50']*1000:7.1f} ms")
     print(f"spreadsheet fork (desktop)   p50 {s['fork']['p50']*1000:7.1f} ms   ratio {s['ratio_reprovision_over_fork']}x")
-    print(f"spreadsheet pooled acquire   p50 {s['pool_acquire']['p50']*1000:7.2f} ms   ratio {s['ratio_reprovision_over_pool_acquire']:.0f}x")
+    print(f"spreadsheet pooled acquire   p50 {s['pool_acquire']['p50']*1e6:7.1f} us   ratio {s['ratio_reprovision_over_pool_acquire']:.0f}x")
     print(f"load average start {res['loadavg_start']} end {res['loadavg_end']}")
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
