@@ -4,7 +4,6 @@ nodes. Either way results stream back to the driver, which alone writes receipts
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait

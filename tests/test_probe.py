@@ -161,9 +161,6 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
 
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
 
 from shinken.probes.report import decision_view
