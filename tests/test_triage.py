@@ -412,3 +412,43 @@ def test_docs_list_every_reason_code(repo_root: Path) -> None:
     text = (repo_root / "docs" / "triage.md").read_text()
     for code, (severity, _meaning) in CODES.items():
         assert f"| `{code}` | {severity} |" in text, code
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task_dir in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(x) for x in (task_dir / "children").read_text().split()]
+        except OSError:
+            pass
+    return out
+
+
+def test_a_killed_worker_does_not_stop_the_run(tmp_path: Path, caps: Capabilities) -> None:
+    """SIGKILL a real pool worker mid-run: the unfinished chunks are redone folder by
+    folder and the report is complete and identical to an undisturbed run."""
+    import signal
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.synthetic_release import make_corpus
+
+    root = make_corpus(tmp_path / "tasks", n=600, seed=7)
+    expected = {Path(t["path"]).name: t["verdict"] for t in triage_root(root, caps, use_cache=False, workers=1).tasks}
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([str(SHINKEN), "triage", str(root), "--manifest", str(MANIFEST), "--json", str(out),
+                             "--no-cache", "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    killed = None
+    deadline = time.monotonic() + 60
+    while killed is None and proc.poll() is None and time.monotonic() < deadline:
+        kids = _children(proc.pid)
+        if len(kids) >= 2:  # the pool is up: kill one worker
+            os.kill(kids[-1], signal.SIGKILL)
+            killed = kids[-1]
+        time.sleep(0.01)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert killed is not None, "the run ended before a worker could be killed"
+    tasks = {Path(t["path"]).name: t for t in orjson.loads(out.read_bytes())["tasks"]}
+    assert {k: t["verdict"] for k, t in tasks.items()} == expected
+    assert not any("killed the worker" in r["detail"] for t in tasks.values() for r in t["reasons"])

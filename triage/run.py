@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -60,6 +61,46 @@ def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, str | None
         skey = stat_key(f)  # before reading: a change during the read shows up next run
         out.append((f, skey, _safe_analyze(f, py)))
     return out
+
+
+def _pool(n: int) -> ProcessPoolExecutor:
+    ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
+    return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init)
+
+
+def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int):
+    """Yield analysed chunks. A worker that dies (OOM kill, a crash in a C extension on a
+    hostile file) breaks the whole pool: the unfinished chunks are retried in a fresh pool,
+    and chunks that break that one too are redone one folder per process, so only a folder
+    that kills its own process is lost (as an `unreadable` reason)."""
+    pending = chunks
+    for _attempt in range(2):
+        failed: list[list[str]] = []
+        with _pool(n) as pool:
+            futures = [pool.submit(_work, c, py) for c in pending]
+            for fut, chunk in zip(futures, pending):
+                try:
+                    yield fut.result()
+                except BrokenProcessPool:
+                    failed.append(chunk)
+        if not failed:
+            return
+        pending = failed
+    for chunk in pending:
+        for folder in chunk:
+            with _pool(1) as solo:
+                try:
+                    yield solo.submit(_work, [folder], py).result()
+                except BrokenProcessPool:
+                    yield [(folder, None, _crashed(folder))]
+
+
+def _crashed(folder: str) -> dict[str, Any]:
+    return {
+        "id": os.path.basename(folder), "path": folder, "app_type": "", "difficulty": None, "bundle_hash": "",
+        "class": "file_cli", "needs": [],
+        "reasons": [["unreadable", "analysing this folder killed the worker process (hostile or huge content)"]],
+    }
 
 
 def discover_folders(root: Path) -> tuple[list[str], list[str]]:
@@ -178,10 +219,8 @@ def _triage_root(
     else:
         st.workers = n_workers
         chunks = [misses[i : i + CHUNK] for i in range(0, len(misses), CHUNK)]
-        ctx = multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx, initializer=_worker_init) as pool:
-            for batch in pool.map(_work, chunks, [py] * len(chunks)):
-                take(batch)
+        for batch in _pooled(chunks, py, n_workers):
+            take(batch)
     for link in links:
         results[link] = symlink_folder_result(link)
 
