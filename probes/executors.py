@@ -137,6 +137,8 @@ class RayExecutor:
             if self.address:
                 kwargs["address"] = self.address
             else:
+                # "local": always a fresh instance, never a cluster `ray start` left on this host.
+                kwargs["address"] = "local"
                 kwargs["num_cpus"] = self.num_cpus or max(self.concurrency, 1)
             # A local cluster started here inherits this process's environment
             # (DOCKER_HOST included); cluster nodes use their own.

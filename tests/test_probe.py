@@ -161,6 +161,7 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
 
 import shutil
 import signal
+import socket
 import time
 
 from shinken.probes.report import decision_view
@@ -559,3 +560,42 @@ def test_ray_executor_gives_the_same_receipt(sandbox_image: str, demo_root: Path
     # Written by the driver: one line per task in the Ray run's own log.
     assert sorted(ln["task_id"] for ln in _lines(tmp_path / "run-ray")) == sorted(docs["ray"]["kept"] + [
         d["id"] for d in docs["ray"]["dropped"]])
+
+
+def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
+    """`--executor ray --ray-address`: a head started like a real cluster node, advertising
+    the shinken_docker resource; results come back to the driver's receipts."""
+    for extra in ("zenity-entry", SPREADSHEET, "broken-reward"):
+        shutil.rmtree(demo_root / extra)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # a throwaway local cluster; no token to hand around
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}",
+                             "--num-cpus=2", '--resources={"shinken_docker": 2}', "--include-dashboard=false",
+                             "--disable-usage-stats"], env=env, cwd=tmp_path, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        receipt = tmp_path / "receipt.json"
+        r = cli(str(demo_root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"),
+                "--state-fidelity", "filesystem", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                "--concurrency", "2", env={"RAY_AUTH_MODE": "disabled"}, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        doc = _receipt(receipt)
+        assert doc["summary"]["executor"] == "ray"
+        assert _outcomes(doc) == {"hello-file": "kept", "zero-signal": "zero_signal"}
+        assert sorted(ln["task_id"] for ln in _lines(tmp_path / "run")) == ["hello-file", "zero-signal"]
+    finally:
+        # The head and everything it started share its process group (ours, by id).
+        try:
+            os.killpg(head.pid, signal.SIGTERM)
+            head.wait(20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        cur = Path("/tmp/ray/ray_current_cluster")  # `ray start` leaves its address here
+        if cur.is_file() and cur.read_text().strip().endswith(f":{port}"):
+            cur.unlink()
