@@ -372,3 +372,13 @@ def test_launch_and_open_are_replayed_not_lost(provider, image, tmp_path) -> Non
         # `open` chose an application by extension (or xdg-open), or said there is none
         res = fork.exec("pgrep -af note.txt; cat /tmp/.shinken-launch/*.log")
         assert "note.txt" in res.output, res.output
+
+
+def test_docker_host_is_honoured(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
+    with pytest.raises(InfraError, match="Docker engine"):
+        DockerProvider()
+    monkeypatch.setenv("DOCKER_HOST", "unix:///var/run/docker.sock")
+    p = DockerProvider()
+    assert p.api.ping()
+    p.close()
