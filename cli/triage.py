@@ -54,6 +54,8 @@ def register(app: typer.Typer) -> None:
                 prog.update(bar, completed=done, total=total)
 
             run = triage_root(task_root, caps, mock, workers=workers, use_cache=not no_cache, progress=tick)
+        if run.stats.cache_error:
+            err.print(f"[yellow]warning:[/] triage cache not saved ({run.stats.cache_error})")
         report = build_report(run.tasks, caps, image_ref, str(Path(task_root).absolute()), run.stats,
                               class_filter=class_, show=show, mock_urls=len(mock))
         problem = validation_error("triage", report)

@@ -446,3 +446,11 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path: Path, caps: Capabilitie
     tasks = {Path(t["path"]).name: t for t in orjson.loads(out.read_bytes())["tasks"]}
     assert {k: t["verdict"] for k, t in tasks.items()} == expected
     assert not any("killed the worker" in r["detail"] for t in tasks.values() for r in t["reasons"])
+
+
+def test_unwritable_cache_is_a_warning_not_a_failure(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder should be")
+    result = triage_root(corpus, caps, cache_directory=blocker / "triage")
+    assert len(result.tasks) == len(CASES) + len(LINK_CASES)
+    assert result.stats.cache_error and "not-a-dir" in result.stats.cache_error

@@ -8,6 +8,8 @@ Python version empties it."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -16,6 +18,24 @@ from typing import Any
 import orjson
 
 from shinken.triage.analyze import ANALYSIS_VERSION
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """Hash of the code an analysis depends on (triage, the bundle loader, the task
+    schema): editing any of it invalidates cached analyses without a manual version bump."""
+    import shinken.bundles.loader as loader
+    import shinken.schemas as schemas
+
+    h = hashlib.sha256()
+    files = sorted(Path(__file__).parent.glob("*.py")) + [Path(loader.__file__),
+                                                         Path(schemas.__file__).parent / "task.schema.json"]
+    for f in files:
+        try:
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        except OSError:
+            h.update(f.name.encode() + b"\0?")
+    return h.hexdigest()[:16]
 
 
 def cache_dir() -> Path:
@@ -33,7 +53,7 @@ class TriageCache:
     def __init__(self, image_id: str, python: str, directory: Path | None = None) -> None:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", image_id or "no-image-id")
         self.path = (directory or cache_dir()) / f"{safe}.json"
-        self.header = {"version": ANALYSIS_VERSION, "image_id": image_id, "python": python}
+        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "image_id": image_id, "python": python}
         self.entries: dict[str, dict[str, Any]] = {}
         self.stat: dict[str, list[str]] = {}
         self.dirty = False

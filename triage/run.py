@@ -30,6 +30,7 @@ class RunStats:
     analysed: int = 0
     workers: int = 0
     seconds: float = 0.0
+    cache_error: str | None = None
 
 
 @dataclass
@@ -225,7 +226,10 @@ def _triage_root(
         results[link] = symlink_folder_result(link)
 
     if cache is not None:
-        cache.save(str(root), set(folders))
+        try:
+            cache.save(str(root), set(folders))
+        except OSError as exc:  # a read-only home must not cost the results
+            st.cache_error = f"{cache.path}: {exc.strerror or exc}"
     ev = Evaluator(caps, mock_urls)
     run.tasks = [ev.evaluate(results[f]) for f in sorted(results, key=lambda p: os.path.basename(p))]
     st.seconds = time.perf_counter() - t0
