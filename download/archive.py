@@ -255,7 +255,11 @@ class _Extractor:
                 if eof:
                     if len(buf) - pos:
                         raise _Refused("(archive)", "archive ends inside a tar header (truncated)")
-                    return  # tolerated: archive without end-of-archive blocks
+                    if zero_blocks:
+                        return  # one zero block then EOF: some writers stop there
+                    # No end-of-archive marker: a cut-off download or copy. Refuse rather
+                    # than hand over a tree that silently lacks its last tasks.
+                    raise _Refused("(archive)", "archive ends without its end-of-archive marker (truncated)")
                 chunk = chunks.next()
                 on_chunk(self)
                 if not chunk:

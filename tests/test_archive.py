@@ -232,6 +232,23 @@ def test_truncated_archive_leaves_nothing(tmp_path: Path) -> None:
     _assert_nothing_left(tmp_path, tmp_path / "d")
 
 
+def test_archive_cut_at_a_member_boundary_is_refused(tmp_path: Path) -> None:
+    """Cut exactly after a member (no end-of-archive blocks): every header and data block
+    is intact, only the marker tells that tasks are missing."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for i in range(3):
+            tar.addfile(_info(f"t{i}/f", size=600), io.BytesIO(b"z" * 600))
+    body = raw.getvalue()
+    cut = body[: 3 * (512 + 1024)]  # three members, no trailing zero blocks
+    assert cut + bytes(len(body) - len(cut)) == body
+    archive = tmp_path / "cut.tar.zst"
+    archive.write_bytes(zstandard.ZstdCompressor().compress(cut))
+    with pytest.raises(ShinkenError, match="end-of-archive"):
+        extract_tar_zst(archive, tmp_path / "d")
+    _assert_nothing_left(tmp_path, tmp_path / "d")
+
+
 def test_dest_rules(tmp_path: Path) -> None:
     archive = make_tar_zst(tmp_path / "a.tar.zst", [file("t/f", b"1")])
     full = tmp_path / "full"
