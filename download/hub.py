@@ -16,6 +16,7 @@ DEST already extracted from the same archive hashes is skipped.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -160,6 +161,14 @@ class _HubErrors:
             raise EnvironmentProblem(
                 f"{where}: cannot reach the hub ({type(exc).__name__}: {exc}); check the network or HF_ENDPOINT"
             ) from None
+        if isinstance(exc, OSError):
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR):
+                raise ShinkenError(f"{exc.filename or where}: {exc.strerror}; pass a writable --local-dir") from None
+            if exc.errno is None:  # the client's "Consistency check failed" (short transfer)
+                raise EnvironmentProblem(
+                    f"{where}: the transfer ended early ({str(exc).splitlines()[0]}); run again to resume"
+                ) from None
+            raise EnvironmentProblem(f"{where}: {exc.strerror or exc} ({exc.filename or 'local disk'})") from None
         return False
 
 
