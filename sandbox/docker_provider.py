@@ -46,7 +46,7 @@ from shinken.sandbox.ownership import (
 from shinken.sandbox.policy import Limits, split_setup, task_needs
 from shinken.sandbox.reward import classify_reward_run
 
-GOLDEN_FORMAT = "1"  # bump when the build procedure changes: old goldens stop matching
+GOLDEN_FORMAT = "2"  # bump when the build procedure changes: old goldens stop matching
 LABEL_GOLDEN_FORMAT = "shinken.golden_format"
 LABEL_GOLDEN_META = "shinken.golden_meta"
 LABEL_GOLDEN = "shinken.golden"  # on forks: the golden image id they came from
@@ -611,7 +611,7 @@ class DockerProvider:
         build_steps, _ = split_setup(bundle.setup)
         extra = {LABEL_BUNDLE_HASH: bundle.bundle_hash, LABEL_BASE_IMAGE: base_id}
         labels = labels_for("build", task=bundle.id, run=self.run_id, owner=self.owner, extra=extra)
-        cid = self._start(base_id, labels, needs.network)
+        cid = self._start(base_id, labels, needs.network, desktop=needs.desktop)
         box = _Box(self, cid, _Ids(), needs.network)
         try:
             ids = box.exec(["bash", "-c", "id -u user; id -g user"], timeout=30, user="root")
@@ -619,10 +619,8 @@ class DockerProvider:
                 raise SetupError(-1, "image", "the image has no user `user`", tail(ids.output), where="image")
             uid, gid = (int(x) for x in ids.output.split()[:2])
             box._ids = _Ids(uid, gid)
-            # The desktop is needed at build only when a process step runs there.
-            desktop_at_build = any(s.starts_process for s in build_steps)
-            if desktop_at_build:
-                box.desktop_up()
+            if needs.desktop:  # setup may drive the GUI; its processes join the baseline
+                box.wait_desktop_boot()
             baseline = {p["pid"] for p in box.snapshot(clean=False)["procs"]}
             box.run_steps(build_steps, bundle, where="config", deadline=t0 + setup_timeout)
             snap = box.snapshot(clean=True)
