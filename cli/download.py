@@ -45,6 +45,9 @@ def register(app: typer.Typer) -> None:
             doc = {"archive": str(archive), "dest": str(stats.dest), "members": stats.members,
                    "files": stats.files, "bytes": stats.bytes}
             if json:
+                from shinken.schemas import validation_error
+
+                assert validation_error("extract_result", doc) is None
                 common.print_json(doc)
             else:
                 common.out.print(f"extracted {stats.files} files ({stats.bytes} bytes) into {stats.dest}")

@@ -33,6 +33,7 @@ from shinken.download.archive import (
     extract_archives,
 )
 from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
+from shinken.schemas import validation_error
 
 DEFAULT_REPO = "xlangai/CUA-Gym"
 REPO_TYPE = "dataset"
@@ -76,7 +77,11 @@ class DownloadResult:
     tasks: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        problem = validation_error("download_result", doc)
+        if problem:  # a bug, not bad input: fail loudly
+            raise AssertionError(f"download result violates its schema: {problem}")
+        return doc
 
 
 def default_local_dir(repo_id: str = DEFAULT_REPO) -> Path:
@@ -196,6 +201,8 @@ class _Stamps:
             self.data: dict[str, Any] = orjson.loads(self.path.read_bytes())
         except (OSError, orjson.JSONDecodeError):
             self.data = {}
+        if validation_error("download_state", self.data):
+            self.data = {}  # damaged state only costs a re-hash
 
     def ok(self, rf: RemoteFile, local: Path) -> bool:
         try:
@@ -215,6 +222,7 @@ class _Stamps:
     def record(self, rf: RemoteFile, local: Path) -> None:
         st = local.stat()
         self.data[rf.path] = {"expected": rf.expected, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        assert validation_error("download_state", self.data) is None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
@@ -273,6 +281,8 @@ def _already_extracted(dest: Path, archives: list[tuple[str, str]]) -> bool:
         doc = orjson.loads((dest / EXTRACT_MARKER).read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return False
+    if validation_error("extract_marker", doc):
+        return False
     return doc.get("archives") == dict(archives)
 
 
@@ -284,7 +294,9 @@ def extract_verified(archives: list[tuple[Path, str]], dest: Path, commit: str, 
     if _already_extracted(dest, keyed):
         return "skipped", 0
     replace = dest.is_dir() and (dest / EXTRACT_MARKER).exists()  # ours, from another revision
-    marker = orjson.dumps(_marker(commit, keyed), option=orjson.OPT_INDENT_2)
+    doc = _marker(commit, keyed)
+    assert validation_error("extract_marker", doc) is None
+    marker = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
     stats = extract_archives(
         [p for p, _ in archives], dest, max_total_bytes=max_total_bytes, max_members=max_members,
         progress=progress, replace=replace, extra_files={EXTRACT_MARKER: marker},

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from shinken.download.hub import STATE_DIR, download
+from shinken.schemas import check_with_jsonschema
 from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EXIT_USAGE, EnvironmentProblem, ShinkenError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -192,6 +193,7 @@ def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
     p = _cli(["--json"], env)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
+    assert check_with_jsonschema("download_result", doc) == []
     # HF_HOME decides the default local dir.
     assert doc["local_dir"] == str(tmp_path / "hfhome" / "shinken" / "datasets--xlangai--CUA-Gym")
     assert doc["tasks"] == N_TASKS and doc["extracted"] == "extracted"
@@ -218,3 +220,8 @@ def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
     local = Path(doc["local_dir"]) / ARCHIVE
     p = _cli(["--archive", str(local), "--dest", str(tmp_path / "d4"), "--json"], env)
     assert p.returncode == 0 and json.loads(p.stdout)["files"] == 3 * N_TASKS
+    assert check_with_jsonschema("extract_result", json.loads(p.stdout)) == []
+    marker = json.loads((Path(doc["dest"]) / ".shinken-extract.json").read_text())
+    assert check_with_jsonschema("extract_marker", marker) == []
+    state = json.loads((Path(doc["local_dir"]) / ".shinken" / "verified.json").read_text())
+    assert check_with_jsonschema("download_state", state) == [] and set(state) == {f["path"] for f in doc["files"]}
