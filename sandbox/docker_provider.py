@@ -272,10 +272,24 @@ class DockerFork(_Box):
         res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=HOME)
         reward, error, deviation = classify_reward_run(res.output, res.exit_code, timed_out=res.timed_out,
                                                        limit_hit=res.limit_hit)
+        if res.timed_out or res.limit_hit:
+            self._kill_user_processes()
         out = res.output
         if res.limit_hit:
             out += f"\n[shinken: container limits hit: oom_kills={res.oom_kills} pids_limit={res.pids_limit_hits}]"
         return RewardResult(reward, error, deviation, res.exit_code, tail(out), _now() - t1)
+
+    def _kill_user_processes(self) -> None:
+        """After a reward that hit its timeout or a limit: kill every process of `user`
+        (a bomb that escaped the timeout's process group with setsid included). The fork
+        is spent after this (the desktop runs as `user` too). Best effort: with the pids
+        limit exhausted even this exec may fail, and close() removes the container anyway."""
+        try:
+            ex = self._p.api.exec_create(self.id, ["kill", "-KILL", "-1"], user=DEFAULT_USER,
+                                         stdout=False, stderr=False)
+            self._p.api.exec_start(ex["Id"], detach=True)
+        except docker.errors.APIError:
+            pass
 
     def _put_reward(self, data: bytes) -> None:
         buf = io.BytesIO()

@@ -287,6 +287,31 @@ def test_reward_fork_bomb_is_contained(tight_provider, provider, image, docker_c
     assert docker_client.ping()
 
 
+def test_reward_escaping_fork_bomb_is_contained(tight_provider, provider, image, docker_client, tmp_path) -> None:
+    # setsid() leaves the timeout's process group: the run still ends at the timeout and
+    # every process of `user` is killed afterwards
+    d = write_bundle(tmp_path, "setsid-bomb", "import os, time\nos.setsid()\nprint('bomb', flush=True)\n"
+                     "while True:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with tight_provider.fork(golden) as fork:
+        t0 = time.monotonic()
+        res = fork.run_reward(bundle, timeout=3)
+        assert time.monotonic() - t0 < 20
+        assert res.error == "resource_limit", res
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                out = fork.exec(["ps", "-e", "-o", "comm="], timeout=5, user="root")
+            except InfraError:
+                continue
+            if out.ok and "python3" not in out.output:
+                break
+            time.sleep(0.2)
+        assert out.ok and "python3" not in out.output
+    assert docker_client.ping()
+
+
 def test_reward_memory_hog_is_contained(tight_provider, provider, image, docker_client, tmp_path) -> None:
     d = write_bundle(tmp_path, "memhog", "print('allocating', flush=True)\nx = bytearray(2 << 30)\n"
                      "for i in range(0, len(x), 4096):\n    x[i] = 1\nprint('REWARD: 1.0')\n")
