@@ -290,11 +290,16 @@ class _Extractor:
                 raise _Refused(name, "not a tar archive or corrupt header (bad checksum)")
             typ = hdr[156:157]
             size_field = hdr[124:136]
-            try:
-                size = int(size_field[:11], 8)  # the common "00000012345\0" form
-            except ValueError:
-                size = _octal(size_field, name)
-            if hdr[257:262] == b"ustar" and hdr[345] != 0:
+            if size_field[11] in (0, 32):
+                try:
+                    size = int(size_field[:11], 8)  # the common "00000012345\0" form
+                except ValueError:
+                    size = _octal(size_field, name)
+            else:
+                size = _octal(size_field, name)  # 12 digits or base-256
+            # POSIX ustar splits long names into prefix + name; GNU headers ("ustar  ")
+            # keep other fields at 345, so only the exact POSIX magic counts.
+            if hdr[257:263] == b"ustar\0" and hdr[345] != 0:
                 pnul = hdr.find(b"\0", 345, 500)
                 name = hdr[345 : pnul if pnul >= 0 else 500] + b"/" + name
 
