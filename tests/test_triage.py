@@ -292,6 +292,12 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     t = {x["id"]: x for x in edited.tasks}["bare-number"]
     assert t["verdict"] == "blocked" and codes(t) == {"missing_python_module"}
     assert t["bundle_hash"] != {x["id"]: x for x in first.tasks}["bare-number"]["bundle_hash"]
+    # A file added to a bundle: the folder's mtime moves, so it is re-read (and re-hashed).
+    (root / "ok-file-cli" / "notes.txt").write_text("new")
+    added = triage_root(root, caps, cache_directory=cdir)
+    assert (added.stats.cache_hits, added.stats.analysed) == (2, 1)
+    assert {x["id"]: x for x in added.tasks}["ok-file-cli"]["bundle_hash"] != \
+        {x["id"]: x for x in first.tasks}["ok-file-cli"]["bundle_hash"]
     # Another image id: a different cache file, nothing reused.
     other = Capabilities.from_manifest({**load_manifest_file(MANIFEST), "image": {"ref": "x", "id": "sha256:" + "b" * 64}})
     assert triage_root(root, other, cache_directory=cdir).stats.cache_hits == 0

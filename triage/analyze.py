@@ -243,21 +243,24 @@ def symlink_folder_result(path: str) -> dict[str, Any]:
     }
 
 
-def stat_key(folder: str) -> str | None:
-    """A cheap fingerprint of a folder's entries (name, type, size, mtime, ctime, inode):
-    unchanged key -> unchanged bytes, so the bundle need not be re-hashed. Int tuples hash
-    the same in every process (only str hashing is salted), names go through crc32."""
-    ints: list[int] = []
-    names: list[str] = []
+def stat_key(folder: str, names: list[str] | None = None) -> tuple[str, list[str]] | None:
+    """A cheap fingerprint of a folder (its own mtime/ctime/inode, then type, size, mtime,
+    ctime and inode of each entry) and the entry names. Unchanged key -> unchanged bytes, so
+    the bundle need not be re-hashed. With `names` from a previous run no listing is needed:
+    adding, removing or renaming an entry changes the folder's mtime. Int tuples hash the
+    same in every process (only str hashing is salted); names go through crc32."""
     try:
-        with os.scandir(folder) as it:
-            for e in sorted(it, key=_name):
-                s = e.stat(follow_symlinks=False)
-                names.append(e.name)
-                ints += (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+        st = os.stat(folder, follow_symlinks=False)
+        if names is None:
+            names = sorted(os.listdir(folder))
+        ints = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        for n in names:
+            s = os.lstat(os.path.join(folder, n))
+            ints += (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
     except OSError:
         return None
-    return f"{len(names)}:{zlib.crc32(chr(0).join(names).encode('utf-8', 'surrogateescape')):x}:{hash(tuple(ints)) & (2**64 - 1):x}"
+    crc = zlib.crc32("\0".join(names).encode("utf-8", "surrogateescape"))
+    return f"{len(names)}:{crc:x}:{hash(tuple(ints)) & (2**64 - 1):x}", names
 
 
 def _name(e: os.DirEntry) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from shinken.triage.analyze import ANALYSIS_VERSION
+from shinken.triage.analyze import ANALYSIS_VERSION, stat_key
 
 
 @functools.cache
@@ -68,20 +68,24 @@ class TriageCache:
         if isinstance(doc.get("entries"), dict) and isinstance(doc.get("stat"), dict):
             self.entries, self.stat = doc["entries"], doc["stat"]
 
-    def lookup(self, folder: str, skey: str | None) -> dict[str, Any] | None:
+    def lookup(self, folder: str) -> dict[str, Any] | None:
+        """The cached analysis of `folder` if its stat fingerprint is unchanged."""
         hit = self.stat.get(folder)
-        if skey is None or not hit or hit[0] != skey:
+        if not isinstance(hit, list) or len(hit) != 3:
+            return None
+        now = stat_key(folder, hit[2])
+        if now is None or now[0] != hit[0]:
             return None
         return self.entries.get(hit[1])
 
-    def put(self, folder: str, skey: str | None, analysis: dict[str, Any]) -> None:
+    def put(self, folder: str, skey: tuple[str, list[str]] | None, analysis: dict[str, Any]) -> None:
         # Results from unreadable folders are not kept: a permission fix may not change the stat key.
         if skey is None or not analysis["bundle_hash"] or any(r[0] == "unreadable" for r in analysis["reasons"]):
             self.stat.pop(folder, None)
             return
         key = entry_key(analysis["bundle_hash"], folder)
         self.entries[key] = {k: v for k, v in analysis.items() if k != "path"}  # the stat map has the path
-        self.stat[folder] = [skey, key]
+        self.stat[folder] = [skey[0], key, skey[1]]
         self.dirty = True
 
     def save(self, root: str, keep_folders: set[str]) -> None:

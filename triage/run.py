@@ -56,7 +56,7 @@ def _worker_init() -> None:
     gc.disable()
 
 
-def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, str | None, dict[str, Any]]]:
+def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]:
     out = []
     for f in folders:
         skey = stat_key(f)  # before reading: a change during the read shows up next run
@@ -187,8 +187,7 @@ def _triage_root(
     misses: list[str] = []
     if cache is not None and cache.stat:
         for f in folders:
-            skey = stat_key(f)
-            hit = cache.lookup(f, skey)
+            hit = cache.lookup(f)
             if hit is not None:
                 # The analysis is content-keyed; the path is this run's.
                 results[f] = {**hit, "path": f}
@@ -202,7 +201,7 @@ def _triage_root(
     if progress:
         progress(done, st.folders)
 
-    def take(batch: list[tuple[str, str | None, dict[str, Any]]]) -> None:
+    def take(batch: list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]) -> None:
         nonlocal done
         for f, skey, analysis in batch:
             results[f] = analysis
