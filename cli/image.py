@@ -24,15 +24,16 @@ CaBundleOpt = Annotated[
 class _StatusProgress:
     """Build output to stderr: step lines and errors printed, everything else in a live status line."""
 
-    def __init__(self, status: Status, verbose: bool) -> None:
+    def __init__(self, status: Status | None, verbose: bool) -> None:
         self.status = status
         self.verbose = verbose
 
     def __call__(self, line: str) -> None:
         line = line.rstrip()
         if self.verbose or line.startswith(("Step ", "building ", "adopting ", "debootstrap", "docker import")):
-            err.print(line, markup=False, highlight=False)
-        self.status.update(f"[dim]{line[:150]}[/]")
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+        if self.status is not None:
+            self.status.update(f"[dim]{line[:150]}[/]")
 
 
 @app.command("build")
@@ -51,8 +52,12 @@ def build(
         raise ShinkenError(f"unknown image {name!r}; choose linux, cua or all")
     results = []
     for n in names:
-        with Status(f"image {n}", console=err) as status:
-            outcome = build_image(n, ca_bundle=ca_bundle, progress=_StatusProgress(status, verbose))
+        if err.is_terminal:
+            with Status(f"image {n}", console=err) as status:
+                outcome = build_image(n, ca_bundle=ca_bundle, progress=_StatusProgress(status, verbose))
+        else:
+            # no live status line in logs (CI): rich would hold the prints back until the end
+            outcome = build_image(n, ca_bundle=ca_bundle, progress=_StatusProgress(None, verbose))
         err.print(f"{outcome.tag}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s")
         results.append({"name": n, "tag": outcome.tag, "latest": outcome.tag.split(":")[0] + ":latest",
                         "id": outcome.image_id, "content_hash": outcome.content_hash,
