@@ -300,7 +300,7 @@ def _attempt(provider: Any, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Ro
         futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i) for i in range(k)]
         results = []
         first_exc: BaseException | None = None
-        for f in futures:  # wait for all, so no fork outlives this attempt
+        for f in futures:  # wait for all: every fork is handed to cleanup before the attempt ends
             try:
                 results.append(f.result())
             except BaseException as exc:  # noqa: BLE001 - re-raised below
