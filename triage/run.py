@@ -183,6 +183,8 @@ def _triage_root(
     if cache is not None:
         cache.load()
 
+    # Evaluated as results arrive, so matching overlaps the workers' analysis.
+    ev = Evaluator(caps, mock_urls)
     results: dict[str, dict[str, Any]] = {}
     misses: list[str] = []
     if cache is not None and cache.stat:
@@ -190,7 +192,7 @@ def _triage_root(
             hit = cache.lookup(f)
             if hit is not None:
                 # The analysis is content-keyed; the path is this run's.
-                results[f] = {**hit, "path": f}
+                results[f] = ev.evaluate({**hit, "path": f})
             else:
                 misses.append(f)
     else:
@@ -204,7 +206,7 @@ def _triage_root(
     def take(batch: list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]) -> None:
         nonlocal done
         for f, skey, analysis in batch:
-            results[f] = analysis
+            results[f] = ev.evaluate(analysis)
             if cache is not None:
                 cache.put(f, skey, analysis)
         done += len(batch)
@@ -222,14 +224,13 @@ def _triage_root(
         for batch in _pooled(chunks, py, n_workers):
             take(batch)
     for link in links:
-        results[link] = symlink_folder_result(link)
+        results[link] = ev.evaluate(symlink_folder_result(link))
 
     if cache is not None:
         try:
             cache.save(str(root), set(folders))
         except OSError as exc:  # a read-only home must not cost the results
             st.cache_error = f"{cache.path}: {exc.strerror or exc}"
-    ev = Evaluator(caps, mock_urls)
-    run.tasks = [ev.evaluate(results[f]) for f in sorted(results, key=lambda p: os.path.basename(p))]
+    run.tasks = [results[f] for f in sorted(results, key=os.path.basename)]
     st.seconds = time.perf_counter() - t0
     return run
