@@ -1,7 +1,9 @@
 """Build the sandbox images, cached by content hash.
 
-Chain: `shinken/base-bookworm` (debootstrap minbase + docker import) -> `shinken/sandbox-linux`
-(images/linux/Dockerfile + images/guest/) -> `shinken/sandbox-cua` (images/cua/Dockerfile).
+Chain: `shinken/base-bookworm` (debootstrap minbase + docker import) -> `shinken/sandbox-core`
+(images/core: desktop, python libraries, user) -> `shinken/sandbox-linux` (core + images/guest/) and
+`shinken/sandbox-cua` (core + LibreOffice/GIMP/evince + images/guest/). The guest scripts come last in
+both, so editing one never reinstalls the applications.
 Each image is tagged `<repo>:<hash12>` and `<repo>:latest` and labelled `shinken.content_hash`; the
 hash covers the image folder, the guest scripts (linux), a recipe version and the parent image id,
 so any change below an image rebuilds it and nothing else does.
@@ -34,9 +36,12 @@ from shinken.errors import EnvironmentProblem, ShinkenError
 
 IMAGES_DIR = Path(__file__).resolve().parent
 GUEST_DIR = IMAGES_DIR / "guest"
-IMAGE_NAMES = ("linux", "cua")
-PARENT = {"linux": "base", "cua": "linux"}
-REPO = {"base": "shinken/base-bookworm", "linux": "shinken/sandbox-linux", "cua": "shinken/sandbox-cua"}
+IMAGE_NAMES = ("linux", "cua")  # what users build and run; "core" is their shared parent
+BUILDABLE = ("core", *IMAGE_NAMES)
+PARENT = {"core": "base", "linux": "core", "cua": "core"}
+WITH_GUEST = ("linux", "cua")
+REPO = {"base": "shinken/base-bookworm", "core": "shinken/sandbox-core", "linux": "shinken/sandbox-linux",
+        "cua": "shinken/sandbox-cua"}
 LABEL_HASH = "shinken.content_hash"
 LABEL_IMAGE = "shinken.image"
 LABEL_PARENT = "shinken.parent_image"
@@ -189,9 +194,9 @@ def _image_files(name: str) -> list[tuple[str, Path]]:
     """(path in build context, file on disk) for everything an image's build reads."""
     folder = IMAGES_DIR / name
     if not (folder / "Dockerfile").is_file():
-        raise ShinkenError(f"{folder}/Dockerfile: missing; unknown image {name!r} (known: {', '.join(IMAGE_NAMES)})")
+        raise ShinkenError(f"{folder}/Dockerfile: missing; unknown image {name!r} (known: {', '.join(BUILDABLE)})")
     files = [(str(p.relative_to(folder)), p) for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    if name == "linux":
+    if name in WITH_GUEST:
         files += [(f"guest/{p.relative_to(GUEST_DIR)}", p) for p in GUEST_DIR.rglob("*")
                   if p.is_file() and "__pycache__" not in p.parts]
     return sorted(files)
@@ -253,7 +258,7 @@ def ensure_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
 
 def build_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
                 progress: Progress | None = None, nocache: bool = False) -> BuildOutcome:
-    if name not in IMAGE_NAMES:
+    if name not in BUILDABLE:
         raise ShinkenError(f"unknown image {name!r}; choose one of: {', '.join(IMAGE_NAMES)}")
     client = _client(client)
     started = time.monotonic()
@@ -274,8 +279,26 @@ def build_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
             return BuildOutcome(name, found, tag, h, True, time.monotonic() - started)
         _say(progress, f"building {tag} (from {parent_ref})")
         image_id = _run_build(client, name, tag, h, parent_ref, parent_id, _read_ca(ca_bundle), progress, nocache)
+        if name in WITH_GUEST:
+            _smoke_check(client, tag)
         _tag_latest(client, image_id, repo)
     return BuildOutcome(name, image_id, tag, h, False, time.monotonic() - started)
+
+
+def _smoke_check(client, tag: str) -> None:
+    """Before `:latest` moves, the new image must have python3 and the guest scripts (the manifest is
+    cached by image id, so this also pre-fills `shinken image inspect`)."""
+    from shinken.images.capabilities import get_manifest
+
+    try:
+        manifest = get_manifest(tag, client)
+        missing = [e for e in ("python3", "shinken-desktop-up", "shinken-a11y-dump", "Xvfb")
+                   if e not in manifest["executables"]]
+    except ShinkenError as exc:
+        missing = [str(exc)]
+    if missing:
+        client.api.remove_image(tag, noprune=True)
+        raise EnvironmentProblem(f"built {tag} but it lacks {', '.join(missing)}; the image was not tagged latest")
 
 
 def _run_build(client, name: str, tag: str, h: str, parent_ref: str, parent_id: str, ca_pem: bytes,
