@@ -64,7 +64,10 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                 "runnable", "desktop_app", set()),
     "ok-import-fallback": ({"task.json": task("ok-import-fallback", "pdf"),
                             "reward.py": "try:\n    from PyPDF2 import PdfReader\nexcept ImportError:\n    from pypdf import PdfReader\n"
-                                         "try:\n    import torch\nexcept ImportError:\n    torch = None\nprint('REWARD: 0.0')\n"},
+                                         "try:\n    import torch\nexcept ImportError:\n    torch = None\n"
+                                         "import sys\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pandas\n"
+                                         "if sys.version_info >= (3, 8):\n    from importlib import metadata\n"
+                                         "else:\n    import importlib_metadata as metadata\nprint('REWARD: 0.0')\n"},
                            "runnable", "desktop_app", set()),
     "missing-exe": ({"task.json": task("missing-exe", config=[
                         {"type": "execute", "parameters": {"command": "sudo -u user DISPLAY=:0 bash -c 'xdotool key ctrl+s && convert a.png b.jpg' 2>&1 | grep -q ok"}},
@@ -221,7 +224,8 @@ def test_reasons_name_the_missing_things(corpus: Path, caps: Capabilities) -> No
     assert subjects("mock-web", "needs_mock_web") == {
         "__CUA_GYM_GMAIL_URL__", "__CUA_GYM_GMAIL_HOST__", "gmail_mock"}
     assert subjects("newer-python", "needs_newer_python") == {"tomllib", "syntax"}
-    # The optional torch import (no fallback import) is not required; PyPDF2 | pypdf is satisfied by pypdf.
+    # The optional torch import (no fallback import) and the TYPE_CHECKING-only pandas are not required;
+    # PyPDF2 | pypdf is satisfied by pypdf, importlib | importlib_metadata by the stdlib.
     assert tasks["ok-import-fallback"]["reasons"] == []
 
 

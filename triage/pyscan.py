@@ -172,6 +172,14 @@ class _Walker:
                         self.walk(h.body)
                 self.walk(s.orelse)
                 self.walk(s.finalbody)
+            elif isinstance(s, ast.If) and _is_env_test(s.test):
+                # `if sys.version_info < ...:` / `if TYPE_CHECKING:`: the branches' imports are
+                # alternatives (one branch runs), or optional when one branch imports nothing.
+                a, b = self.names(s.body), self.names(s.orelse)
+                if a and b:
+                    self.imports.append((list(dict.fromkeys(n for n, _ in a + b)), a[0][1]))
+                self.walk([x for x in s.body if not isinstance(x, (ast.Import, ast.ImportFrom))])
+                self.walk([x for x in s.orelse if not isinstance(x, (ast.Import, ast.ImportFrom))])
             elif isinstance(s, ast.Expr):
                 v = s.value
                 if (isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "print"
@@ -184,6 +192,16 @@ class _Walker:
                         self.walk(sub)
                 for c in getattr(s, "cases", ()) or ():
                     self.walk(c.body)
+
+
+def _is_env_test(e: ast.expr) -> bool:
+    """A condition on the interpreter/platform rather than on task state."""
+    for node in ast.walk(e):
+        if isinstance(node, ast.Name) and node.id in ("TYPE_CHECKING", "PY2", "PY3"):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in ("version_info", "platform", "TYPE_CHECKING"):
+            return True
+    return False
 
 
 def _numberish(e: ast.expr) -> bool:
