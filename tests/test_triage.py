@@ -88,7 +88,9 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
     "needs-network": ({"task.json": task("needs-network", config=[
                           {"type": "download", "parameters": {"files": [{"url": "https://files.example.net/data.xlsx", "path": "/home/user/d.xlsx"}]}},
                           {"type": "execute", "parameters": {"command": "pip install tabulate"}}]),
-                       "reward.py": "import requests\nNS = 'http://schemas.openxmlformats.org/wordprocessingml/2006/main'\n"
+                       "reward.py": "\"\"\"Checks the export.\n\nSee https://docs.example.io/guide for the format.\"\"\"\n"
+                                    "import requests  # mirrors https://cdn.example.io/x\n"
+                                    "NS = 'http://schemas.openxmlformats.org/wordprocessingml/2006/main'\n"
                                     "r = requests.get('https://api.github.com/x')\nprint('REWARD: 0')\n"},
                       "blocked", "file_cli", {"needs_network"}),
     "private-host": ({"task.json": task("private-host"),

@@ -39,9 +39,18 @@ _GUI_WORDS = (b"zenity", b"soffice", b"libreoffice", b"gimp", b"vlc", b"google-c
 _SHELL_NET = re.compile(rb"curl|wget|git |aria2c|pip3? |xdg-open|chrom|firefox|apt")
 
 
-def _url_needs(data: bytes, where: str) -> list[list[Any]]:
+def _url_needs(data: bytes, where: str, skip_lines: int = 0, comment: bytes = b"#") -> list[list[Any]]:
+    """Hosts of the URLs in `data`, except in comment lines and the first `skip_lines`
+    lines (a module docstring: links to documentation are not fetched)."""
     needs = []
     for m in _URL.finditer(data):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        head = data[start : m.start()]
+        hash_at = head.find(comment)
+        if hash_at >= 0 and head.count(b'"', 0, hash_at) % 2 == 0 and head.count(b"'", 0, hash_at) % 2 == 0:
+            continue  # in a comment (a `#` outside quotes before it)
+        if skip_lines and data.count(b"\n", 0, m.start()) < skip_lines:
+            continue
         host = m.group(1).decode("ascii", "replace").strip("[]").rstrip(".").lower()
         if not host or "__cua_gym_" in host or host in _NAMESPACE_HOSTS:
             continue
@@ -202,7 +211,7 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         if b"__CUA_GYM_" in data:
             needs.extend(_placeholders(data, name))
         if facts.network_text:
-            needs.extend(_url_needs(data, name))
+            needs.extend(_url_needs(data, name, facts.docstring_lines))
     if any(n[0] == "exe" and n[1][0] in DISPLAY_PROGRAMS for n in needs):
         needs.append(["display", ["display"], "GUI automation program"])
     if any(n[0] == "app" for n in needs):

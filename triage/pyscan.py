@@ -42,6 +42,7 @@ class PyFacts:
     imports: list[tuple[list[str], int]] = field(default_factory=list)
     programs: list[tuple[str | list[str], int]] = field(default_factory=list)  # (shell string | [argv0], line)
     network_text: bool = False  # the file does network I/O, so its URLs count
+    docstring_lines: int = 0  # the module docstring ends on this line (0: none)
     marker: str | None = None  # reward only: None ok | no_marker | unreachable | bare_number | total_score | lowercase
     marker_detail: str = ""
 
@@ -328,6 +329,10 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
             cmd = m.group(3).decode("utf-8", "replace")
             facts.programs.append(([cmd] if m.group(1) else cmd, _lineno(src, m.start())))
     facts.network_text = b"://" in src and any(k in src for k in _NET_WORDS)  # no URL, nothing to fetch
+    if facts.network_text and tree is not None and tree.body:
+        first = tree.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            facts.docstring_lines = first.end_lineno or first.lineno
     if reward:
         upper = _marker_lines(_UPPER, src) if b"REWARD" in src else []
         if upper:
