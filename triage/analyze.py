@@ -167,12 +167,13 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         needs.extend(_step_needs(bundle.setup, "config"))
         needs.extend(_step_needs(bundle.postconfig, "evaluator.postconfig"))
         needs.extend(_step_needs(bundle.post_fork, "shinken_post_fork"))
-        instr = raw.get("instruction")
-        if isinstance(instr, str) and "://" in instr:
-            needs.extend(_url_needs(instr.encode("utf-8", "replace"), "instruction"))
         app_needs, mocks, unknown = app_type_needs(bundle.app_type)
         needs.extend(["app", list(a), "app_type"] for a in app_needs)
         needs.extend(["mock", [m], "app_type"] for m in mocks)
+        instr = raw.get("instruction")
+        if isinstance(instr, str) and "://" in instr and not any(n[0] in ("mock", "placeholder") for n in needs):
+            # A URL the agent is told to visit needs the internet, unless a mock app stands in for the site.
+            needs.extend(_url_needs(instr.encode("utf-8", "replace"), "instruction"))
         if unknown:
             reasons.append(["unknown_app_type", f"app_type {', '.join(unknown)!r} has no desktop_apps mapping"])
     sources = []
