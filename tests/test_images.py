@@ -199,3 +199,44 @@ def test_cua_image_has_office_apps(docker_client, cua_image):
     assert {"libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "evince", "pdf_viewer",
             "zenity"} <= apps
     assert {"soffice", "shinken-desktop-up"} <= set(manifest["executables"])
+
+
+@pytest.mark.slow
+def test_cua_libreoffice_calc_is_accessible_and_saves_without_dialog(docker_client, cua_image):
+    box = docker_client.containers.run(
+        cua_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
+        cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=1024, mem_limit="3g",
+    )
+    try:
+        rc, out = _exec(box, "shinken-desktop-up")
+        assert rc == 0, out
+        rc, out = _exec(box, "cd /home/user && python3 -c \"import openpyxl; wb = openpyxl.Workbook(); "
+                             "wb.active['A1'] = 41; wb.save('t.xlsx')\" && stat -c %Y t.xlsx && . /tmp/shinken-session.env "
+                             "&& (setsid soffice --calc t.xlsx >/tmp/lo.log 2>&1 &)")
+        assert rc == 0, out
+        cell = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and cell is None:
+            rc, out = _exec(box, "shinken-a11y-dump --showing-only --app soffice")
+            if rc == 0:
+                cell = next((n for n in json.loads(out)["nodes"] if n["role"] == "table cell" and n["name"] == "A1"),
+                            None)
+            if cell is None:
+                time.sleep(1)
+        assert cell is not None, out[-2000:]
+        assert str(cell["value"]).strip() == "41" and cell["bbox"][2] > 0
+        # Ctrl+S on an .xlsx: the profile turns off "Keep current format?", so the save just happens
+        rc, out = _exec(box, ". /tmp/shinken-session.env && xdotool type --delay 20 '7' && xdotool key Return "
+                             "&& sleep 0.5 && xdotool key ctrl+s")
+        assert rc == 0, out
+        value = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and value != 7:
+            rc, out = _exec(box, "cd /home/user && python3 -c \"import openpyxl; "
+                                 "print(openpyxl.load_workbook('t.xlsx').active['A1'].value)\"")
+            value = int(out.strip()) if rc == 0 and out.strip().isdigit() else None
+            if value != 7:
+                time.sleep(1)
+        assert value == 7, out
+    finally:
+        box.remove(force=True)
