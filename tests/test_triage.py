@@ -85,7 +85,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                         {"type": "launch", "parameters": {"command": ["vlc", "/home/user/v.mp4"]}}]),
                      "initial_setup.pptx": b"PK\x03\x04pptx", "reward.py": OK_REWARD},
                     "blocked", "desktop_app", {"missing_app"}),
-    "needs-network": ({"task.json": task("needs-network", config=[
+    "needs-network": ({"task.json": task("needs-network", instruction="Fetch https://data.example.org/x.csv", config=[
                           {"type": "download", "parameters": {"files": [{"url": "https://files.example.net/data.xlsx", "path": "/home/user/d.xlsx"}]}},
                           {"type": "execute", "parameters": {"command": "pip install tabulate"}}]),
                        "reward.py": "\"\"\"Checks the export.\n\nSee https://docs.example.io/guide for the format.\"\"\"\n"
@@ -97,7 +97,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                       "reward.py": "import requests\nr = requests.get('http://192.168.7.20:8080/state')\n"
                                    "ok = requests.get('http://127.0.0.1:9000/x')\nprint('REWARD: 0')\n"},
                      "blocked", "file_cli", {"private_host"}),
-    "mock-web": ({"task.json": task("mock-web", "gmail_mock", PY_SETUP),
+    "mock-web": ({"task.json": task("mock-web", "gmail_mock", PY_SETUP, instruction="Reply in https://mail.google.com"),
                   "initial_setup.py": b"import requests\nrequests.post('__CUA_GYM_GMAIL_URL__/post', json={})\n",
                   "reward.py": "import requests\nsid = open('/tmp/task_web_sid').read()\n"
                                "s = requests.get(f'http://__CUA_GYM_GMAIL_HOST__/go?sid={sid}').json()\nprint('REWARD: 1.0')\n"},
@@ -221,7 +221,8 @@ def test_reasons_name_the_missing_things(corpus: Path, caps: Capabilities) -> No
     assert subjects("missing-module", "missing_python_module") == {"torch", "skimage", "cv2"}
     assert any("scikit-image" in r["detail"] for r in tasks["missing-module"]["reasons"])
     assert subjects("missing-app", "missing_app") == {"gimp", "libreoffice_impress", "vlc"}
-    assert subjects("needs-network", "needs_network") == {"files.example.net", "pip install", "api.github.com"}
+    assert subjects("needs-network", "needs_network") == {
+        "files.example.net", "pip install", "api.github.com", "data.example.org"}
     assert subjects("private-host", "private_host") == {"192.168.7.20"}  # loopback is the task's own
     assert subjects("mock-web", "needs_mock_web") == {
         "__CUA_GYM_GMAIL_URL__", "__CUA_GYM_GMAIL_HOST__", "gmail_mock"}
