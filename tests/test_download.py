@@ -220,6 +220,7 @@ def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
     local = Path(doc["local_dir"]) / ARCHIVE
     p = _cli(["--archive", str(local), "--dest", str(tmp_path / "d4"), "--json"], env)
     assert p.returncode == 0 and json.loads(p.stdout)["files"] == 3 * N_TASKS
+    assert f"{3 * N_TASKS} members" in p.stderr  # the progress bar: stderr, bytes and members
     assert check_with_jsonschema("extract_result", json.loads(p.stdout)) == []
     marker = json.loads((Path(doc["dest"]) / ".shinken-extract.json").read_text())
     assert check_with_jsonschema("extract_marker", marker) == []
