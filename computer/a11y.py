@@ -27,6 +27,9 @@ STRUCTURAL_ROLES = frozenset(
     {"filler", "panel", "section", "redundant object", "unknown", "layered pane", "scroll pane",
      "viewport", "split pane", "grouping", "form", "invalid"}
 )
+# Roles whose numeric value means something (others report 0.0 through the Value interface).
+VALUE_ROLES = frozenset({"scroll bar", "slider", "spin button", "progress bar", "level bar", "dial", "text",
+                         "entry", "table cell", "password text", "combo box"})
 MAX_TEXT = 160  # a name/value longer than this is cut (document bodies can be megabytes)
 MAX_RENDER_CHARS = 48_000  # cap of one rendered observation
 HISTORY_MAX = 50_000  # identities remembered per session (ids of elements seen long ago may be reused)
@@ -131,7 +134,8 @@ def render_line(eid: str, node: Node) -> str:
     parts = [f"[{eid}]", node.role]
     if node.name:
         parts.append(_quote(node.name))
-    if node.value and node.value != node.name:  # labels repeat their name as text
+    if node.value and node.value != node.name and not (node.value == "0.0" and node.role not in VALUE_ROLES):
+        # labels repeat their name as text; buttons and panels report a meaningless numeric 0.0
         parts.append(f"value={_quote(node.value)}")
     states = [s for s in SHOWN_STATES if s in node.states]
     if node.states and "enabled" not in node.states and "sensitive" not in node.states and node.role != "application":
@@ -148,6 +152,8 @@ def _visible(node: Node, dump_has_showing: bool) -> bool:
         return False  # e.g. closed menus of an office app: hundreds of items nobody can click
     if node.role in STRUCTURAL_ROLES and not node.name and not node.value:
         return False
+    if node.role == "table cell" and not node.value and not {"focused", "selected"} & set(node.states):
+        return False  # a spreadsheet shows hundreds of empty cells; their names are their coordinates
     return True
 
 

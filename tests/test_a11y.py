@@ -194,3 +194,19 @@ def test_id_history_is_bounded(monkeypatch):
         seen.append(ids.observe(dump(round_)).nodes.keys())
         assert len(ids.history) <= 100
     assert ids.observe(dump(9)).nodes.keys() == seen[-1]  # recent identities are still known
+
+
+def test_spreadsheet_noise_is_hidden():
+    dump = {"ok": True, "nodes": [
+        _node("0", "application", "soffice", app="soffice", states=()),
+        _node("0/0", "table", "Sheet Sales", app="soffice"),
+        _node("0/0/0", "table cell", "A1", "Item", app="soffice"),
+        _node("0/0/1", "table cell", "B1", "", app="soffice"),  # empty: hidden
+        _node("0/0/2", "table cell", "C1", "", app="soffice", states=("enabled", "showing", "selected")),
+        _node("0/1", "push button", "Save", "0.0", app="soffice"),  # Value iface noise
+        _node("0/2", "scroll bar", "Vertical", "0.0", app="soffice"),  # a real position
+    ]}
+    text = a11y.IdMap().observe(a11y.parse_dump(dump)).text()
+    assert 'table cell "A1" value="Item"' in text and '"B1"' not in text
+    assert 'table cell "C1" (selected)' in text
+    assert 'push button "Save"\n' in text and 'scroll bar "Vertical" value="0.0"' in text
