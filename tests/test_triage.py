@@ -468,3 +468,10 @@ def test_unwritable_cache_is_a_warning_not_a_failure(corpus: Path, caps: Capabil
     result = triage_root(corpus, caps, cache_directory=blocker / "triage")
     assert len(result.tasks) == len(CASES) + len(LINK_CASES)
     assert result.stats.cache_error and "not-a-dir" in result.stats.cache_error
+
+
+@pytest.mark.docker
+def test_missing_image_is_an_environment_problem(docker_client, demo_root: Path) -> None:
+    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", "shinken/no-such-image:latest"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3 and "not found" in p.stderr and "Traceback" not in p.stderr, p.stderr
