@@ -248,6 +248,10 @@ class _Extractor:
         close = os.close
         osopen = os.open
         dirs = self.dirs
+        regular = self.regular
+        links = self.links
+        max_total = self.max_total_bytes
+        mvbuf: memoryview | None = None
         eof = False
 
         while True:
@@ -355,19 +359,19 @@ class _Extractor:
                 clean = _clean_name(name)
             else:
                 clean = name  # ordinary relative name: nothing to normalise
-            if self.links:
+            if links:
                 self._through_link(clean)
 
             if typ in _REGULAR:
                 if not clean:
                     raise _Refused(name, "a file member has an empty name")
                 self.total += size
-                if self.total > self.max_total_bytes:
-                    raise _Refused(name, f"archive expands beyond {self.max_total_bytes} bytes (max_total_bytes); refused")
+                if self.total > max_total:
+                    raise _Refused(name, f"archive expands beyond {max_total} bytes (max_total_bytes); refused")
                 slash = clean.rfind(b"/")
                 if slash >= 0 and clean[:slash] not in dirs:
                     self._makedirs(clean[:slash], clean)
-                if clean in self.regular or clean in self.links or clean in dirs:
+                if clean in regular or clean in links or clean in dirs:
                     self._replace_existing(clean)
                 try:
                     mode = (int(hdr[100:107], 8) & 0o755) | 0o600
@@ -378,9 +382,13 @@ class _Extractor:
                     end = pos + size
                     if end <= len(buf):
                         if size:
-                            mv = memoryview(buf)[pos:end]
-                            while mv:
-                                mv = mv[write(fd, mv):]
+                            if mvbuf is None or mvbuf.obj is not buf:
+                                mvbuf = memoryview(buf)  # one view per buffer, sliced per member
+                            n = write(fd, mvbuf[pos:end])
+                            if n < size:
+                                mv = mvbuf[pos + n : end]
+                                while mv:
+                                    mv = mv[write(fd, mv):]
                         pos = end
                     else:
                         # Larger than what is buffered: stream it through.
@@ -400,7 +408,7 @@ class _Extractor:
                             left -= take
                 finally:
                     close(fd)
-                self.regular.add(clean)
+                regular.add(clean)
                 self.files += 1
                 pad = -size % _BLOCK
                 if pad:
