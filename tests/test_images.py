@@ -240,3 +240,20 @@ def test_cua_libreoffice_calc_is_accessible_and_saves_without_dialog(docker_clie
         assert value == 7, out
     finally:
         box.remove(force=True)
+
+
+def test_manifest_of_an_image_without_guest_scripts_uses_the_piped_script(docker_client, linux_image):
+    core = docker_client.images.get(linux_image).labels[images_build.LABEL_PARENT]
+    manifest = get_manifest(core, client=docker_client, refresh=True)
+    assert check_with_jsonschema("capabilities", manifest) == []
+    assert "shinken-desktop-up" not in manifest["executables"]
+    assert "openpyxl" in manifest["python_modules"]
+
+
+def test_manifest_of_an_image_without_python_is_an_environment_problem(docker_client, linux_image):
+    from shinken.errors import EnvironmentProblem
+
+    core = docker_client.images.get(docker_client.images.get(linux_image).labels[images_build.LABEL_PARENT])
+    base_id = core.labels[images_build.LABEL_PARENT]
+    with pytest.raises(EnvironmentProblem, match="no python3"):
+        get_manifest(base_id, client=docker_client, refresh=True)
