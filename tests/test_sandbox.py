@@ -137,7 +137,7 @@ def test_golden_cache_hit_and_labels(provider, image, docker_client, tmp_path) -
     t0 = time.monotonic()
     second = provider.ensure_golden(bundle, image, accept_filesystem=True)
     assert second.reused and second.image_id == first.image_id and second.tag == first.tag
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t0 < 3.0  # one image listing, no build
     labels = docker_client.images.get(first.image_id).labels
     me = Owner.current().label()
     assert labels[LABEL_KIND] == "golden" and labels[LABEL_OWNER] == me
@@ -358,7 +358,7 @@ def test_warm_pool(provider, image) -> None:
         assert pool.ready == 2  # refilled in the background
         t0 = time.monotonic()
         c = pool.acquire()
-        assert time.monotonic() - t0 < 0.05
+        assert time.monotonic() - t0 < 0.1  # no container is created on acquire (that takes >= 0.15 s)
         for f in (a, b, c):
             f.close()
     with pytest.raises(Exception):
