@@ -11,7 +11,8 @@ answers what `huggingface_hub` 2.x requests (read from its source):
 404s carry the hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound) so the
 client raises its usual typed errors. Every request is recorded for assertions.
 Knobs for tests: `corrupt` (serve wrong bytes under the right metadata), `drop_after`
-(close the connection after N body bytes, once), `token` (require this bearer token).
+(close the connection after N body bytes, once), `slow` (drip-feed a file), `token`
+(require this bearer token).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class HubServer:
     token: str | None = None
     corrupt: set[str] = field(default_factory=set)
     drop_after: dict[str, int] = field(default_factory=dict)
+    slow: dict[str, float] = field(default_factory=dict)  # path -> seconds per 64 KiB sent
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -280,6 +282,24 @@ def _make_handler(hub: HubServer):
                 import socket
 
                 self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            delay = hub.slow.get(p)
+            if delay:
+                # Drip-feed so a test can interrupt the client mid-transfer.
+                import time
+
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    for i in range(0, len(data), 65536):
+                        self.wfile.write(data[i : i + 65536])
+                        self.wfile.flush()
+                        time.sleep(delay)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True
                 return
             self._send(status, data, headers)
 

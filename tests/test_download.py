@@ -226,3 +226,50 @@ def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
     assert check_with_jsonschema("extract_marker", marker) == []
     state = json.loads((Path(doc["local_dir"]) / ".shinken" / "verified.json").read_text())
     assert check_with_jsonschema("download_state", state) == [] and set(state) == {f["path"] for f in doc["files"]}
+
+
+def test_cli_interrupted_transfer_resumes_next_run(hub: HubServer, tmp_path: Path) -> None:
+    """Ctrl-C in the middle of the archive's transfer: exit 130, nothing extracted, the
+    partial bytes kept; the next run continues them with a Range request and extracts.
+    (The client writes in 10 MiB pieces, so the archive is padded past that with a second
+    zstd frame after the tar's end-of-archive marker, which extraction never reads.)"""
+    import signal
+    import time
+
+    import zstandard
+
+    padding = zstandard.ZstdCompressor(level=1).compress(os.urandom(24 * 1024 * 1024))
+    hub.repo.files[ARCHIVE] = hub.repo.files[ARCHIVE] + padding
+    hub.slow[ARCHIVE] = 0.01  # 64 KiB per 10 ms: a few seconds in all
+    env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"))
+    shinken = REPO / ".venv" / "bin" / "shinken"
+    local = tmp_path / "ld"
+    proc = subprocess.Popen([str(shinken), "download", "--local-dir", str(local)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    part_dir = local / STATE_DIR / "partial"
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        parts = list(part_dir.glob("*.part")) if part_dir.exists() else []
+        if parts and parts[0].stat().st_size >= 10 * 1024 * 1024:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    parts = list(part_dir.glob("*.part"))
+    total = len(hub.repo.files[ARCHIVE])
+    assert len(parts) == 1 and 0 < parts[0].stat().st_size < total
+    kept = parts[0].stat().st_size
+    assert not (local / "tasks").exists() and not (local / ARCHIVE).exists()
+
+    hub.slow.clear()
+    n = len(hub.requests)
+    res = download(local_dir=local, progress=False)
+    ranges = [r.headers.get("range") for r in hub.requests[n:] if r.headers.get("range")]
+    assert f"bytes={kept}-" in ranges
+    fr = {f.path: f for f in res.files}[ARCHIVE]
+    assert fr.status == "resumed" and fr.resumed_from == kept
+    assert (local / ARCHIVE).read_bytes() == hub.repo.files[ARCHIVE]
+    assert res.extracted == "extracted" and res.tasks == N_TASKS
