@@ -34,7 +34,10 @@ def timed(fn, *a, **kw):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--calc", action="store_true", help="also measure LibreOffice Calc (sandbox-cua image)")
     args = ap.parse_args()
+    if args.calc:
+        bench_calc()
     root = Path(tempfile.mkdtemp(prefix="bench-computer-"))
     salt = uuid.uuid4().hex  # private goldens, so the cold build is really cold
     for name in ("hello-file", "zenity-entry"):
@@ -111,6 +114,35 @@ def main() -> None:
     print(f"computer_type_text (12 chars) p50     {ms(types)}")
     print(f"computer_key                  p50     {ms(keys)}")
     print(f"zenity scripted agent rewards         {scores}")
+
+
+def bench_calc() -> None:
+    """Observation size and latency on a real office app: the demo sales.xlsx task in Calc."""
+    eng = ComputerEngine(DEMO, "shinken/sandbox-cua:latest", accept_filesystem=True, keep_goldens_on_close=True)
+    s = "calc"
+    try:
+        gen = eng.seed(s, "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13")
+        eng.tool(s, gen, "computer_exec", {"command": "(setsid soffice --calc /home/user/sales.xlsx >/dev/null 2>&1 &)"})
+        tree = ""
+        for _ in range(90):
+            tree = eng.tool(s, gen, "computer_observe", {"mode": "tree"})
+            if 'value="Widget"' in tree:
+                break
+            time.sleep(1)
+        time.sleep(2)
+        tree, t_tree = timed(eng.tool, s, gen, "computer_observe", {"mode": "tree"})
+        same, t_same = timed(eng.tool, s, gen, "computer_observe", {"mode": "diff"})
+        eng.tool(s, gen, "computer_key", {"keys": "ctrl+Home Down Right Right Right"})
+        eng.tool(s, gen, "computer_type_text", {"text": "=B2*C2"})
+        eng.tool(s, gen, "computer_key", {"keys": "Return"})
+        diff, t_diff = timed(eng.tool, s, gen, "computer_observe", {"mode": "diff"})
+        print(f"calc tree: {len(tree.encode())} bytes, {tree.count(chr(10)) + 1} lines, {t_tree * 1000:.0f} ms; "
+              f"unchanged diff {same!r} {t_same * 1000:.0f} ms")
+        print(f"calc diff after entering a formula in D2: {len(diff.encode())} bytes, "
+              f"{diff.count(chr(10)) + 1} lines, {t_diff * 1000:.0f} ms")
+        print(diff)
+    finally:
+        eng.close()
 
 
 if __name__ == "__main__":
