@@ -257,3 +257,15 @@ def test_manifest_of_an_image_without_python_is_an_environment_problem(docker_cl
     base_id = core.labels[images_build.LABEL_PARENT]
     with pytest.raises(EnvironmentProblem, match="no python3"):
         get_manifest(base_id, client=docker_client, refresh=True)
+
+
+def test_pyautogui_drives_the_desktop(desktop_container):
+    # rewards press Ctrl+S through pyautogui; it must import and act on the session's display
+    rc, out = _exec(desktop_container, "shinken-desktop-up")
+    assert rc == 0, out
+    rc, out = _exec(desktop_container, ". /tmp/shinken-session.env && python3 -c \"import pyautogui, Xlib; "
+                    "pyautogui.moveTo(100, 120); pyautogui.hotkey('ctrl', 's'); "
+                    "print(tuple(pyautogui.size()), tuple(pyautogui.position()), pyautogui.screenshot().size, "
+                    "Xlib.__file__.startswith('/usr/lib/python3/'))\"")
+    assert rc == 0, out
+    assert out.strip().splitlines()[-1] == "(1920, 1080) (100, 120) (1920, 1080) True"
