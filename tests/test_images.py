@@ -269,3 +269,18 @@ def test_pyautogui_drives_the_desktop(desktop_container):
                     "Xlib.__file__.startswith('/usr/lib/python3/'))\"")
     assert rc == 0, out
     assert out.strip().splitlines()[-1] == "(1920, 1080) (100, 120) (1920, 1080) True"
+
+
+def test_base_is_tagged_by_its_recipe_hash(docker_client, linux_image):
+    base_id = images_build.ensure_base(docker_client)
+    tag = f"{images_build.REPO['base']}:{images_build.base_hash(apt_mirror())}"
+    assert docker_client.images.get(tag).id == base_id
+    core = docker_client.images.get(docker_client.images.get(linux_image).labels[images_build.LABEL_PARENT])
+    assert core.labels[images_build.LABEL_PARENT] == base_id  # the chain really starts at this base
+
+
+def test_build_cli_json_reports_cache_hit(linux_image):
+    proc = subprocess.run([SHINKEN, "image", "build", "linux", "--json"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert row["cached"] is True and row["tag"] == linux_image and row["id"].startswith("sha256:")
