@@ -78,8 +78,13 @@ def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int):
     for _attempt in range(2):
         failed: list[list[str]] = []
         with _pool(n) as pool:
-            futures = [pool.submit(_work, c, py) for c in pending]
-            for fut, chunk in zip(futures, pending):
+            futures = []
+            for chunk in pending:
+                try:
+                    futures.append((pool.submit(_work, chunk, py), chunk))
+                except BrokenProcessPool:  # a worker died while we were still submitting
+                    failed.append(chunk)
+            for fut, chunk in futures:
                 try:
                     yield fut.result()
                 except BrokenProcessPool:
@@ -91,9 +96,10 @@ def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int):
         for folder in chunk:
             with _pool(1) as solo:
                 try:
-                    yield solo.submit(_work, [folder], py).result()
+                    batch = solo.submit(_work, [folder], py).result()
                 except BrokenProcessPool:
-                    yield [(folder, None, _crashed(folder))]
+                    batch = [(folder, None, _crashed(folder))]
+            yield batch
 
 
 def _crashed(folder: str) -> dict[str, Any]:
