@@ -7,6 +7,7 @@ image id names immutable content."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
         raise ShinkenError(f"{image_ref}: capability manifest is invalid ({problem}); the image's "
                            "shinken-capabilities script does not match this shinken version")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # concurrent probes must not share it
     tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     tmp.replace(path)
     return manifest
