@@ -4,6 +4,7 @@ InfraError from the sandbox propagates so the engine can mask the sample."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,11 @@ def _args(name: str, arguments: Any) -> dict[str, Any]:
     types right. Missing nullable fields count as null (lenient to non-strict callers)."""
     if arguments is None:
         arguments = {}
+    if isinstance(arguments, str):  # Responses-API function calls carry arguments as a JSON string
+        try:
+            arguments = json.loads(arguments or "{}")
+        except ValueError:
+            raise ToolArgError("arguments are not valid JSON") from None
     if not isinstance(arguments, dict):
         raise ToolArgError(f"arguments must be a JSON object, got {type(arguments).__name__}")
     props = TOOLS_BY_NAME[name]["parameters"]["properties"]

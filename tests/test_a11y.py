@@ -160,6 +160,8 @@ def test_argument_validation_is_text_not_exception():
     assert run_tool(ctx, "computer_done", {}).startswith("done") and ctx.done
     with pytest.raises(ToolArgError):
         _args("computer_exec", ["ls"])
+    assert _args("computer_key", '{"keys": "Return"}') == {"keys": "Return"}  # Responses-API string form
+    assert "not valid JSON" in run_tool(ctx, "computer_key", '{"keys": ')
 
 
 def test_real_zenity_dump_renders_compactly():
