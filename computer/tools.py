@@ -199,7 +199,9 @@ def _observe_tool(ctx: ToolContext, mode: str) -> str:
     ctx.last_lines = obs.lines
     if mode == "tree" or before is None:
         note = "" if mode == "tree" else "(no earlier observation; full tree)\n"
-        return note + obs.text()
+        cut = ("\n(the application exposes more elements than one observation lists; scroll or use the "
+               "keyboard to bring others into view)") if ctx.extra.get("truncated") else ""
+        return note + obs.text() + cut
     changes = a11y.diff(before, obs.lines)
     if not changes:
         return "(no changes)"
@@ -220,9 +222,15 @@ def _dump(ctx: ToolContext) -> list[a11y.Node]:
     text = res.output.rstrip()
     start = text.rfind("\n{")
     try:
-        return a11y.parse_dump(text[start + 1:] if start >= 0 else text)
+        data = json.loads(text[start + 1:] if start >= 0 else text)
+    except ValueError:
+        raise ToolArgError(f"the accessibility tree could not be read: {text[-300:]}") from None
+    try:
+        nodes = a11y.parse_dump(data)
     except a11y.DumpError as exc:
         raise ToolArgError(str(exc)) from None
+    ctx.extra["truncated"] = bool(data.get("truncated"))
+    return nodes
 
 
 def _locate(ctx: ToolContext, old: a11y.Node) -> a11y.Node | None:
