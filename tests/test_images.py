@@ -284,3 +284,23 @@ def test_build_cli_json_reports_cache_hit(linux_image):
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)
     assert row["cached"] is True and row["tag"] == linux_image and row["id"].startswith("sha256:")
+
+
+def test_desktop_up_in_a_fork_of_a_committed_desktop(docker_client, desktop_container):
+    # goldens are committed with the desktop's files in /tmp but no processes: a fork must start afresh
+    rc, out = _exec(desktop_container, "shinken-desktop-up")
+    assert rc == 0, out
+    image = desktop_container.commit(conf={"Labels": labels_for("build", task="test-images")})
+    try:
+        fork = docker_client.containers.run(
+            image.id, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
+            labels=labels_for("fork", task="test-images"), cap_drop=["ALL"], security_opt=["no-new-privileges"],
+        )
+        try:
+            rc, out = _exec(fork, "test -s /tmp/shinken-desktop/pids && shinken-desktop-up && "
+                                  ". /tmp/shinken-session.env && xdpyinfo >/dev/null && pgrep -c -x Xvfb")
+            assert rc == 0 and out.strip().endswith("1"), out
+        finally:
+            fork.remove(force=True)
+    finally:
+        docker_client.images.remove(image.id, force=True)
