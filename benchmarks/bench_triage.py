@@ -135,6 +135,9 @@ def main() -> None:
               f"{cold_cpu:.2f} s CPU (in-process {run['seconds']:.2f} s, {run['workers']} workers)")
         print(f"triage re-run, nothing changed: {rerun:.2f} s wall, {rerun_cpu:.2f} s CPU")
         print(f"triage re-run, one bundle changed: {one:.2f} s")
+        if a.repeat > 1:
+            print(f"all cold runs: {', '.join(f'{c[0]:.2f}' for c in colds)} s; all re-runs: "
+                  f"{', '.join(f'{r[0]:.2f}' for r in reruns)} s (best reported above)")
         print(f"ratio cold / re-run: {cold / rerun:.1f}x; plain-loop cold / triage cold: {ref_cold / cold:.2f}x")
         print(f"verdicts: {dict(Counter(t['verdict'] for t in report['tasks']))}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
