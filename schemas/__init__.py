@@ -9,7 +9,7 @@ from typing import Any, Callable
 import fastjsonschema
 import orjson
 
-SCHEMA_NAMES = ("task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc")
+SCHEMA_NAMES = ("task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls")
 
 
 @functools.cache
