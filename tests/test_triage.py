@@ -258,6 +258,9 @@ def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path:
     assert t["verdict"] == "runnable" and t["reasons"] == [], t["reasons"]  # HOST follows from URL
     f.write_bytes(orjson.dumps({"__CUA_GYM_SLACK_URL__": {"default": "http://127.0.0.1:8002"}}))
     assert run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]["verdict"] == "blocked"
+    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "GMAIL_URL", "kind": "url",
+                                                          "hosted": "https://gmail.mock.example/"}}))
+    assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "https://gmail.mock.example/"}
     f.write_bytes(b'{"GMAIL": "x"}')
     with pytest.raises(Exception, match="not a mock URL map"):
         load_mock_urls(f)

@@ -78,7 +78,11 @@ def load_mock_urls(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in doc.items():
         if isinstance(v, dict):
-            v = v.get("url") or v.get("value") or v.get("default")
+            # url_variables.json's field names are not pinned down: known names first, then
+            # any string value that looks like a URL.
+            v = next((v[k] for k in ("url", "value", "default", "hosted_default", "default_url")
+                      if isinstance(v.get(k), str) and v[k]),
+                     next((x for x in v.values() if isinstance(x, str) and "://" in x), None))
         if isinstance(v, str) and v:
             out[k] = v
     return out
