@@ -329,17 +329,6 @@ def _has_code_bytes(text: bytes | None, size: int) -> bool:
     return False
 
 
-def _has_code(path: Path, size: int) -> bool:
-    if size == 0:
-        return False
-    try:
-        with open(path, "rb") as fh:
-            text = fh.read(_SMALL_READ + 1)
-    except OSError:
-        return True  # reported elsewhere as unreadable
-    return _has_code_bytes(text if len(text) <= _SMALL_READ else None, size)
-
-
 def discover(root: str | os.PathLike[str]) -> list[Path]:
     """Task folders under `root`: the root itself when it is one task, the pipeline's
     `output/final/*`, or the root's immediate subfolders (hidden ones skipped)."""
