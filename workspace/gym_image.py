@@ -50,7 +50,12 @@ def gym_image_hash() -> str:
 def _run(cmd: list[str], log, **kw) -> None:
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kw)
+    try:
+        log.fileno()
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, **kw)
+    except (AttributeError, OSError, ValueError):  # a log without a file descriptor
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+        log.write(proc.stdout[-20000:])
     if proc.returncode != 0:
         raise EnvironmentProblem(
             f"{' '.join(cmd[:3])} ...: exited {proc.returncode} while building the NeMo Gym image; "
@@ -109,7 +114,9 @@ def ensure_gym_image(log=None, *, ca_bundle: Path = HOST_CA) -> str:
         ctx = Path(tmp)
         shutil.copy(RECIPE_DIR / "Dockerfile", ctx / "Dockerfile")
         shutil.copy(ca_bundle, ctx / "proxy-ca.crt")
-        _run(["docker", "build", "--build-arg", f"BASE={base}",
+        # Host network: the build only needs the apt mirror and PyPI, and must not depend on
+        # the default bridge (shared daemons lose docker0 now and then).
+        _run(["docker", "build", "--network", "host", "--build-arg", f"BASE={base}",
               "--label", f"{LABEL_MANAGED}=1", "--label", f"{LABEL_HASH}={gym_image_hash()}",
               "--label", f"{LABEL_IMAGE}=nemo-gym",
               "-t", ref, "-t", f"{GYM_REPO}:latest", str(ctx)], log)
