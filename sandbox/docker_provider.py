@@ -206,10 +206,12 @@ class _Box:
                 raise fail("parameters.command is missing")
             res = self.exec(cmd if isinstance(cmd, str) else [str(c) for c in cmd], timeout=budget,
                             workdir=HOME)
+            limits = (f" (container limits hit: oom_kills={res.oom_kills}, pids_limit={res.pids_limit_hits})"
+                      if res.limit_hit else "")
             if res.timed_out:
-                raise fail(f"timed out after {budget:.0f}s", res.output)
+                raise fail(f"timed out after {budget:.0f}s{limits}", res.output)
             if res.exit_code != 0:
-                raise fail(f"exited with status {res.exit_code}", res.output)
+                raise fail(f"exited with status {res.exit_code}{limits}", res.output)
         elif step.type == "launch":
             cmd = step.command()
             if cmd is None or (isinstance(cmd, list) and not cmd):

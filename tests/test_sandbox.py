@@ -184,6 +184,15 @@ def test_setup_failure_names_the_step(provider, image, tmp_path) -> None:
     assert "about to fail" in err.output_tail
 
 
+def test_setup_memory_hog_is_a_setup_error(tight_provider, image, tmp_path) -> None:
+    d = write_bundle(tmp_path, "setup-hog", 'print("REWARD: 0")\n',
+                     config=[{"type": "execute", "parameters": {"command": [
+                         "python3", "-c", "x = bytearray(2 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1"]}}])
+    with pytest.raises(SetupError) as info:
+        tight_provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    assert info.value.step_index == 0 and "oom_kills=" in info.value.detail
+
+
 def test_remote_download_needs_network(provider, image, tmp_path) -> None:
     d = write_bundle(tmp_path, "remote", 'print("REWARD: 0")\n',
                      config=[{"type": "download", "parameters": {"files": [
