@@ -492,9 +492,9 @@ class DockerProvider:
         text = data.decode("utf-8", "replace")
         exit_code: int | None
         oom = pids = 0
-        # stdout and stderr are copied by separate daemon goroutines, so stdout that was
-        # written before the (stderr) marker may still arrive after it: cut the marker
-        # line out, keep what follows.
+        # The wrapper sends the command's stdout to stderr, so its output precedes the
+        # marker; a background process it left may still write after it: cut the marker
+        # line out and keep what follows.
         m = re.search(rf"\n?{nonce} (-?\d+) (-?\d+) (-?\d+)\n", text)
         if m:
             exit_code, oom, pids = int(m.group(1)), int(m.group(2)), int(m.group(3))

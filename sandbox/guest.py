@@ -13,6 +13,9 @@ REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not wri
 # env, runs the command under `timeout -s KILL` (which kills the command's whole process
 # group) and prints one marker line `<nonce> <rc> <oom kills> <pids-limit hits>` on
 # stderr. The nonce is random per exec, so command output cannot forge the marker.
+# The command's stdout goes to stderr too: the daemon copies the two streams separately,
+# so only one stream keeps the command's output strictly before the marker (and in
+# write order); ExecResult.output is the combined output anyway.
 OUTER = r"""T=$1; N=$2; shift 2
 rd() { RV=0; local k x; if [ -r "$1" ]; then while read -r k x; do if [ "$k" = "$2" ]; then RV=$x; fi; done < "$1"; fi; }
 of=/sys/fs/cgroup/memory/memory.oom_control; [ -r $of ] || of=/sys/fs/cgroup/memory.events
@@ -20,7 +23,7 @@ pf=/sys/fs/cgroup/pids/pids.events; [ -r $pf ] || pf=/sys/fs/cgroup/pids.events
 rd $of oom_kill; o0=$RV; rd $pf max; p0=$RV
 if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi
 exec 3>&2 2>/dev/null  # no "Killed" job notice from this shell in the command's output
-timeout -s KILL "$T" "$@" 2>&3 3>&-; rc=$?
+timeout -s KILL "$T" "$@" >&3 2>&3 3>&-; rc=$?
 exec 2>&3 3>&-
 rd $of oom_kill; o1=$RV; rd $pf max; p1=$RV
 printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
