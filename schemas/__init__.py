@@ -9,7 +9,11 @@ from typing import Any, Callable
 import fastjsonschema
 import orjson
 
-SCHEMA_NAMES = ("task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls")
+SCHEMA_NAMES = (
+    "task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls",
+    "download_result", "download_state", "extract_marker", "extract_result", "gym_row",
+    "workspace_manifest",
+)
 
 
 @functools.cache
