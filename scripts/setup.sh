@@ -17,9 +17,11 @@ fi
 stamp=.venv/.shinken-installed
 want=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import shinken.cli.main' 2>/dev/null; then
-  .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1 || true
-  .venv/bin/pip install -q -e '.[dev,ray]' 2>&1 | grep -vE '^(WARNING|DEPRECATION)' || true
-  .venv/bin/python -c 'import shinken.cli.main' || { echo "shinken: install failed" >&2; exit 1; }
+  log=.venv/install.log
+  .venv/bin/pip install -q --upgrade pip >"$log" 2>&1 || true
+  if ! .venv/bin/pip install -q -e '.[dev,ray]' >>"$log" 2>&1 || ! .venv/bin/python -c 'import shinken.cli.main'; then
+    tail -30 "$log" >&2; echo "shinken: installing into .venv failed (log: $log)" >&2; exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 
