@@ -23,7 +23,7 @@ from shinken.probes.report import build_receipt
 from shinken.probes.rollouts import load_rollouts
 from shinken.probes.runner import ProbeConfig, Rollout, verdict_line
 
-RUNNABLE_VERDICTS = frozenset({"runnable", "ok", "kept", "probe"})
+RUNNABLE_VERDICTS = frozenset({"runnable"})
 
 
 @dataclass
@@ -91,23 +91,21 @@ def _read_ids(path: Path) -> list[str]:
 def _triage_entries(doc: Any, path: Path) -> list[dict[str, Any]]:
     tasks = doc.get("tasks") if isinstance(doc, dict) else doc
     if not isinstance(tasks, list):
-        raise ShinkenError(f"{path}: no task list; pass the JSON `shinken triage --report` wrote")
+        raise ShinkenError(f"{path}: no task list; pass the JSON `shinken triage --json` wrote")
     return [t for t in tasks if isinstance(t, dict)]
 
 
 def _reason_text(r: Any) -> str:
     if isinstance(r, dict):
-        code, detail = r.get("code"), r.get("detail")
-        return ": ".join(str(x) for x in (code, detail) if x) or str(r)
-    if isinstance(r, list):  # [code, detail]
-        return ": ".join(str(x) for x in r)
+        return ": ".join(str(x) for x in (r.get("code"), r.get("detail")) if x) or str(r)
     return str(r)
 
 
 def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
-    tid = entry.get("id") or entry.get("task_id")
-    verdict = str(entry.get("verdict") or entry.get("status") or entry.get("class") or "")
-    reasons = entry.get("reasons") or entry.get("blockers") or entry.get("reason") or entry.get("detail") or ""
+    """(id, verdict, reasons text) of one `tasks[]` entry of a shinken.triage/1 report."""
+    tid = entry.get("id")
+    verdict = str(entry.get("verdict") or "")
+    reasons = entry.get("reasons") or []
     if isinstance(reasons, list):
         # Notes do not explain a verdict; keep the blockers/defects when severities are given.
         strong = [r for r in reasons if isinstance(r, dict) and r.get("severity") in ("blocker", "defect")]
@@ -135,21 +133,18 @@ def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]] | None:
-    """Triage with the triage package (same analysis as `shinken triage`); None when it is absent
-    (then only the loader's fatal defects are decided before probing).
+def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]]:
+    """Triage with the triage package (same analysis as `shinken triage`).
 
     Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
     on the reward script (no REWARD marker, syntax error, ...) is a prediction the probe can
     check by running it, and the probe records the evidence (reward_error with the output).
     Loader defects are fatal either way (Bundle.ok). A triage report passed with --triage
     is the user's decision and is followed as written."""
-    try:
-        from shinken.triage.evaluate import Capabilities
-        from shinken.triage.manifest import manifest_for_image
-        from shinken.triage.run import triage_root
-    except ImportError:
-        return None
+    from shinken.triage.evaluate import Capabilities
+    from shinken.triage.manifest import manifest_for_image
+    from shinken.triage.run import triage_root
+
     ids = {b.id for b in bundles}
     caps = Capabilities.from_manifest(manifest_for_image(image))
     report = [t for t in triage_root(task_root, caps).tasks if t.get("id") in ids]
@@ -176,13 +171,11 @@ def plan(req: ProbeRequest) -> Plan:
         if not b.ok:
             fatal = next(d for d in b.defects if d.fatal)
             verdicts[b.id] = ("defective", f"{fatal.code}: {fatal.detail}")
-        elif triage is not None:
-            v = triage.get(b.id)
-            if v is None:
-                if req.triage:  # the report decides the scope: unknown tasks are not run
-                    verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
-            elif v[0] != "runnable":
-                verdicts[b.id] = v
+        elif (v := triage.get(b.id)) is None:
+            if req.triage:  # the report decides the scope: unknown tasks are not run
+                verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
+        elif v[0] != "runnable":
+            verdicts[b.id] = v
     rollouts = load_rollouts(req.replay) if req.replay else {}
     unknown = sorted(set(rollouts) - {b.id for b in bundles})
     if unknown and req.ids is None:

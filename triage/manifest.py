@@ -8,30 +8,13 @@ from typing import Any
 import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.schemas import load_schema, validation_error
-
-_REQUIRED = ("schema", "image", "python", "python_modules", "executables", "desktop_apps", "display")
-
-
-def _has_schema(name: str) -> bool:
-    try:
-        load_schema(name)
-    except (FileNotFoundError, OSError):
-        return False
-    return True
-
+from shinken.schemas import validation_error
 
 def check_manifest(doc: Any, where: str) -> dict[str, Any]:
-    if not isinstance(doc, dict):
-        raise ShinkenError(f"{where}: a capability manifest must be a JSON object; see `shinken image inspect --json`")
-    if _has_schema("capabilities"):
-        err = validation_error("capabilities", doc)
-        if err:
-            raise ShinkenError(f"{where}: not a valid capability manifest ({err}); regenerate it with `shinken image inspect IMAGE --json`")
-    else:  # schema not shipped yet: check the fields triage reads (notes/images.md)
-        missing = [k for k in _REQUIRED if k not in doc]
-        if missing or doc.get("schema") != "shinken.capabilities/1":
-            raise ShinkenError(f"{where}: not a shinken.capabilities/1 manifest (missing {', '.join(missing) or 'schema tag'})")
+    err = validation_error("capabilities", doc)
+    if err:
+        raise ShinkenError(f"{where}: not a valid capability manifest ({err}); "
+                           "regenerate it with `shinken image inspect IMAGE --json`")
     return doc
 
 
@@ -47,12 +30,8 @@ def load_manifest_file(path: Path) -> dict[str, Any]:
 
 def manifest_for_image(ref: str) -> dict[str, Any]:
     """The live manifest of a local image (needs Docker)."""
-    try:
-        from shinken.images.capabilities import get_manifest
-    except ImportError:
-        raise EnvironmentProblem(
-            f"{ref}: the capability inspector (shinken.images.capabilities) is not available; pass --manifest FILE"
-        ) from None
+    from shinken.images.capabilities import get_manifest
+
     try:
         doc = get_manifest(ref)
     except ShinkenError:
