@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # The main job over the demo bundles shipped in demo/: triage -> probe -> make-workspace.
-# Outputs land in out/demo/ (triage.json, receipt.json, workspace/).
+# Reports land in out/demo/ (triage.json, receipt.json); the NeMo Gym workspace goes
+# outside the source tree (Gym would mistake the repo for a Gym checkout):
+# ~/shinken-demo-workspace unless WORKSPACE says otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 IMAGE=${SHINKEN_IMAGE:-shinken/sandbox-cua:latest}
 OUT=${OUT:-out/demo}
+WORKSPACE=${WORKSPACE:-$HOME/shinken-demo-workspace}
 mkdir -p "$OUT"
 S=.venv/bin/shinken
 set -x
 "$S" triage demo --image "$IMAGE" --json "$OUT/triage.json"
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
   --state-fidelity filesystem --run-dir "$OUT/probe-run"
-"$S" make-workspace --dest "$OUT/workspace" --task-root demo --ids-file "$OUT/receipt.json" \
+"$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids-file "$OUT/receipt.json" \
   --image "$IMAGE" --force
