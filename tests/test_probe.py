@@ -427,7 +427,9 @@ def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_cli
 
 class PrivateDockerd:
     """A dockerd of our own (own data root, exec root, socket, pidfile, no bridge, own
-    containerd namespace), so restarting it cannot touch the shared engine."""
+    containerd namespace), so restarting it cannot touch the shared engine. It runs in its
+    own network namespace: a dockerd started with --bridge=none deletes the `docker0`
+    interface it finds, which would break the shared engine's default network."""
 
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -437,7 +439,7 @@ class PrivateDockerd:
         self.log = base / "dockerd.log"
 
     def start(self) -> None:
-        cmd = ["dockerd", "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
+        cmd = ["unshare", "--net", "--", "dockerd", "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
                "-H", self.host, "--pidfile", str(self.base / "d.pid"), "--bridge=none", "--iptables=false",
                "--ip-masq=false", "--containerd-namespace", "shinken-h6-test",
                "--containerd-plugins-namespace", "shinken-h6-test-plugins"]
@@ -467,6 +469,7 @@ class PrivateDockerd:
 def private_dockerd(sandbox_image: str):
     base = Path(f"/tmp/shk-h6-{os.getpid()}-{int(time.time())}")  # short: unix socket paths are capped at 108 bytes
     base.mkdir(parents=True)
+    bridge_before = Path("/sys/class/net/docker0").exists()
     d = PrivateDockerd(base)
     d.start()
     try:
@@ -484,6 +487,8 @@ def private_dockerd(sandbox_image: str):
         d.stop()
         subprocess.run(["umount", "-R", str(base / "exec")], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+    # The shared engine's default bridge must survive a private engine's start and stop.
+    assert Path("/sys/class/net/docker0").exists() == bridge_before
 
 
 def test_daemon_restart_is_retried_not_dropped(private_dockerd: PrivateDockerd, tmp_path: Path) -> None:
