@@ -36,6 +36,8 @@ from typing import BinaryIO, Iterator, Sequence
 import zstandard
 
 from shinken.errors import ShinkenError
+from shinken.sandbox.gc import OWNER_MARKER, register_temp_dir, unregister_temp_dir
+from shinken.sandbox.ownership import Owner
 
 DEFAULT_MAX_TOTAL_BYTES = 8 * 1024**3  # the release is ~294 MB
 DEFAULT_MAX_MEMBERS = 1_000_000  # the release has 32,730
@@ -580,6 +582,9 @@ def extract_archives(
     tmp = _partial_dir(dest)
     shutil.rmtree(tmp, ignore_errors=True)
     os.mkdir(tmp, 0o755)
+    # A kill -9 leaves the partial tree behind: registered, `shinken gc` finds and removes it
+    # (the next extraction into the same dest removes it too).
+    register_temp_dir(tmp)
     root_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     done = False
     ex = _Extractor(root_fd, tmp, max_total_bytes, max_members)
@@ -622,6 +627,7 @@ def extract_archives(
                 ) from None
         for name, data in (extra_files or {}).items():
             (tmp / name).write_bytes(data)
+        _drop_owner_marker(tmp)
         os.close(root_fd)
         root_fd = -1
         old = None
@@ -640,7 +646,19 @@ def extract_archives(
             os.close(root_fd)
         if not done:
             shutil.rmtree(tmp, ignore_errors=True)
+        unregister_temp_dir(tmp)
     return ExtractStats(dest=dest, members=ex.members, files=ex.files, bytes=ex.total, archives=len(archives))
+
+
+def _drop_owner_marker(tree: Path) -> None:
+    """Remove the gc owner marker before the tree goes into place; it is not part of the
+    archive (unless a member of that name replaced it, which is then left alone)."""
+    marker = tree / OWNER_MARKER
+    try:
+        if marker.read_text().strip() == Owner.current().label():
+            marker.unlink()
+    except OSError:
+        pass
 
 
 def extract_tar_zst(

@@ -297,7 +297,9 @@ extract_tar_zst(sys.argv[1], sys.argv[2], threaded=True)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
-def test_interrupted_run_leaves_no_tree(tmp_path: Path, sig: int) -> None:
+def test_interrupted_run_leaves_no_tree(tmp_path: Path, sig: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A private temp-folder registry, so this test sees only its own extraction's folder.
+    monkeypatch.setenv("SHINKEN_RUNTIME_DIR", str(tmp_path / "runtime"))
     src = make_corpus(tmp_path / "src", n=3000, seed=2)
     archive = make_archive(src, tmp_path / "a.tar.zst")
     dest = tmp_path / "dest"
@@ -318,7 +320,12 @@ def test_interrupted_run_leaves_no_tree(tmp_path: Path, sig: int) -> None:
     if sig == signal.SIGINT:
         assert partials == []
     else:
-        # SIGKILL cannot clean up; the hidden temp folder is swept by the next run.
+        # SIGKILL cannot clean up: the registered partial folder is what `shinken gc` reclaims ...
+        from shinken.sandbox.gc import find_reclaimable
+
+        found = find_reclaimable(None, include_goldens=False, older_than=None, all_=False)
+        assert [Path(r.id) for r in found if r.resource == "tempdir"] == [p.resolve() for p in partials]
+        # ... and the next run into the same dest sweeps it too.
         extract_tar_zst(archive, dest)
         assert [p for p in tmp_path.iterdir() if ".partial-" in p.name] == []
         assert len(list(dest.iterdir())) == 3000
