@@ -28,6 +28,17 @@ class Job:
     rollouts: tuple[Rollout, ...] = ()
 
 
+def _take(jobs: Iterator[Job], free: int, stop: threading.Event) -> list[Job]:
+    """Up to `free` more jobs to start; none once the run is stopping."""
+    out: list[Job] = []
+    while len(out) < free and not stop.is_set():
+        job = next(jobs, None)
+        if job is None:
+            break
+        out.append(job)
+    return out
+
+
 class LocalExecutor:
     """`concurrency` tasks at once in threads of this process (the work is Docker I/O)."""
 
@@ -45,10 +56,7 @@ class LocalExecutor:
         running: set[Future] = set()
         try:
             while True:
-                while len(running) < self.concurrency and not stop.is_set():
-                    job = next(it, None)
-                    if job is None:
-                        break
+                for job in _take(it, self.concurrency - len(running), stop):
                     running.add(pool.submit(probe_task, job.bundle, cfg, job.rollouts,
                                             self.provider_factory, stop, on_retry))
                 if not running:
@@ -172,10 +180,7 @@ class RayExecutor:
 
         try:
             while True:
-                while len(running) < self.concurrency and not stop.is_set():
-                    job = next(it, None)
-                    if job is None:
-                        break
+                for job in _take(it, self.concurrency - len(running), stop):
                     submit(job, 1)
                 if not running:
                     return
