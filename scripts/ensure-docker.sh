@@ -12,10 +12,6 @@ if ! command -v dockerd >/dev/null 2>&1; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
 fi
-if ! command -v debootstrap >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null || {
-    apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-fi
 log=/var/log/shinken-dockerd.log
 nohup dockerd >"$log" 2>&1 &
 for _ in $(seq 1 60); do

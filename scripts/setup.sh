@@ -26,4 +26,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import
 fi
 
 bash scripts/ensure-docker.sh
+# Base images come from debootstrap (no registry reachable here).
+if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "shinken: installing debootstrap ..." >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+fi
 .venv/bin/shinken image build ${SHINKEN_IMAGES:-all}
