@@ -23,7 +23,3 @@ class ShinkenError(Exception):
 
 class EnvironmentProblem(ShinkenError):
     exit_code = EXIT_ENVIRONMENT
-
-
-class NotBuiltYet(ShinkenError):
-    exit_code = EXIT_USAGE

@@ -10,7 +10,6 @@ import orjson
 import typer
 from rich.console import Console
 
-from shinken.errors import EXIT_USAGE, NotBuiltYet
 
 # stdout carries results (tables, JSON); stderr carries progress and errors, so
 # `--json` output can be piped safely.
@@ -38,7 +37,3 @@ def write_json(path: Path, data: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     tmp.replace(path)
-
-
-def not_built(command: str, issue: str) -> None:
-    raise NotBuiltYet(f"`shinken {command}` is not built yet ({issue}); nothing was done", EXIT_USAGE)

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from shinken.cli.common import DEFAULT_IMAGE, ConcurrencyOpt, JsonFlag, TaskRootArg, err, out, print_json
+from shinken.cli.common import DEFAULT_IMAGE, ConcurrencyOpt, ImageOpt, JsonFlag, TaskRootArg, err, out, print_json
 from shinken.errors import EXIT_FAILED
 
 
@@ -39,8 +39,7 @@ def register(app: typer.Typer) -> None:
     @app.command("probe", help="Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.")
     def probe(
         task_root: TaskRootArg,
-        image: Annotated[str, typer.Option("--image", "-i", envvar="SHINKEN_IMAGE",
-                                           help="Task image to probe against.")] = DEFAULT_IMAGE,
+        image: ImageOpt = DEFAULT_IMAGE,
         receipt: Annotated[Optional[Path], typer.Option("--receipt", help="Write the final probe receipt (JSON) here.")] = None,
         triage: Annotated[Optional[Path], typer.Option("--triage", help="Triage report; only its runnable tasks are probed.")] = None,
         ids: Annotated[Optional[Path], typer.Option("--ids", help="File of task ids (one a line) to probe.")] = None,
