@@ -32,12 +32,15 @@ from shinken.download.archive import (
     DEFAULT_MAX_TOTAL_BYTES,
     extract_archives,
 )
+from shinken.download.source import ArchiveRecord, SourceInfo, card_metadata, now_utc, write_source
 from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
 from shinken.schemas import validation_error
 
 DEFAULT_REPO = "xlangai/CUA-Gym"
 REPO_TYPE = "dataset"
-WANTED_PATTERNS = ("artifacts/*", "url_variables.json", "data/tasks.parquet")
+# README.md is the dataset card: its YAML metadata (license, tags) goes into the source record.
+WANTED_PATTERNS = ("artifacts/*", "url_variables.json", "data/tasks.parquet", "README.md")
+CARD_FILE = "README.md"
 STATE_DIR = ".shinken"
 EXTRACT_MARKER = ".shinken-extract.json"  # hidden: discover() skips it
 
@@ -75,6 +78,7 @@ class DownloadResult:
     extracted: str = "none"  # extracted | skipped (already done) | none (no archive)
     members: int = 0
     tasks: int = 0
+    source: str | None = None  # the task root's .shinken-source.json
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -345,13 +349,33 @@ def download(
             stamps.record(rf, target)
             result.files.append(fr)
 
-    archives = [(local / r.path, r.expected) for r in remote
-                if r.path.startswith("artifacts/") and r.path.endswith((".tar.zst", ".tzst"))]
+    archive_files = [r for r in remote if _is_archive(r.path)]
+    archives = [(local / r.path, r.expected) for r in archive_files]
     if archives:
         result.extracted, result.members = extract_verified(
             archives, dest_path, commit, progress=progress,
             max_total_bytes=max_total_bytes, max_members=max_members)
         result.tasks = sum(1 for e in os.scandir(dest_path) if e.is_dir() and not e.name.startswith("."))
+        has_card = any(r.path == CARD_FILE for r in remote)
+        result.source = str(write_source(dest_path, _source_info(
+            repo_id, commit, endpoint, archive_files, local, local / CARD_FILE if has_card else None)))
     else:
         result.dest = None
     return result
+
+
+def _is_archive(path: str) -> bool:
+    return path.startswith("artifacts/") and path.endswith((".tar.zst", ".tzst"))
+
+
+def _source_info(repo_id: str, commit: str, endpoint: str, archives: list[RemoteFile], local: Path,
+                 card: Path | None) -> SourceInfo:
+    """The source record from what the hub answered: the pinned commit, each verified
+    archive's sha256 (the LFS oid; hashed here for a small non-LFS archive) and size, and the
+    card's YAML metadata read from the README.md fetched at that commit."""
+    meta, lic, problem = card_metadata(card)
+    return SourceInfo(
+        repo_id=repo_id, repo_type=REPO_TYPE, revision=commit,
+        archives=tuple(ArchiveRecord(r.path, r.sha256 or _sha256(local / r.path), r.size) for r in archives),
+        license=lic, card=meta, downloaded_at=now_utc(), endpoint=endpoint, card_problem=problem,
+    )

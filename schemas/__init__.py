@@ -12,7 +12,7 @@ import orjson
 SCHEMA_NAMES = (
     "task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls",
     "download_result", "download_state", "extract_marker", "extract_result", "gym_row",
-    "workspace_manifest",
+    "workspace_manifest", "source",
 )
 
 

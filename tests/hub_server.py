@@ -2,7 +2,8 @@
 
 Serves one dataset repo from memory on 127.0.0.1 (stdlib http.server in a thread) and
 answers what `huggingface_hub` 2.x requests (read from its source):
-- GET  /api/datasets/{repo}/revision/{rev}        -> repo info with `sha`
+- GET  /api/datasets/{repo}/revision/{rev}        -> repo info with `sha` (and `cardData`, the
+       README.md's YAML block, when the repo has a dataset card: see `dataset_card`)
 - GET  /api/datasets/{repo}/tree/{rev}[/{path}]   -> listing (list_repo_files)
 - POST /api/datasets/{repo}/paths-info/{rev}      -> size, oid, lfs {oid=sha256, size}
 - HEAD /datasets/{repo}/resolve/{rev}/{path}      -> X-Repo-Commit, ETag, X-Linked-Etag,
@@ -26,6 +27,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlparse
 
 LFS_SUFFIXES = (".tar.zst", ".parquet", ".zst", ".bin")
+
+
+def dataset_card(metadata: dict, body: str = "") -> bytes:
+    """A README.md the way the hub stores a dataset card: a YAML block, then Markdown."""
+    import yaml
+
+    return ("---\n" + yaml.safe_dump(metadata, sort_keys=False) + "---\n" + body).encode()
+
+
+def card_data(readme: bytes | None) -> dict | None:
+    """What the hub puts in a repo info's `cardData`: the card's parsed YAML block."""
+    import yaml
+
+    if not readme:
+        return None
+    m = re.match(rb"^\s*---\r?\n(.*?)\r?\n---[ \t]*(\r?\n|$)", readme, re.S)
+    if not m:
+        return None
+    try:
+        data = yaml.safe_load(m[1])
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass
@@ -128,8 +152,9 @@ def _make_handler(hub: HubServer):
             if not head and body:
                 self.wfile.write(body)
 
-        def _json(self, status: int, obj, headers: dict | None = None) -> None:
-            self._send(status, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})})
+        def _json(self, status: int, obj, headers: dict | None = None, default=None) -> None:
+            self._send(status, json.dumps(obj, default=default).encode(),
+                       {"Content-Type": "application/json", **(headers or {})})
 
         def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
             body = json.dumps({"error": message}).encode()
@@ -200,10 +225,14 @@ def _make_handler(hub: HubServer):
                 if not self._rev_ok(rev):
                     return
                 if m["kind"] == "revision":
-                    return self._json(200, {
+                    info = {
                         "id": repo.repo_id, "sha": repo.commit, "private": False,
                         "siblings": [{"rfilename": p} for p in sorted(repo.files)],
-                    })
+                    }
+                    meta = card_data(repo.files.get("README.md"))
+                    if meta is not None:
+                        info["cardData"] = meta
+                    return self._json(200, info, default=str)
                 if m["kind"] == "tree":
                     prefix = unquote(sub).strip("/")
                     q = parse_qs(url.query)

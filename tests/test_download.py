@@ -22,10 +22,18 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from benchmarks.synthetic_release import make_archive, make_corpus  # noqa: E402
-from tests.hub_server import FakeRepo, HubServer  # noqa: E402
+from tests.hub_server import FakeRepo, HubServer, dataset_card  # noqa: E402
+from shinken.download.source import SOURCE_FILE, read_source  # noqa: E402
 
 ARCHIVE = "artifacts/cua_gym_tasks_v1.tar.zst"
 N_TASKS = 40
+CARD_META = {
+    "license": "apache-2.0",
+    "task_categories": ["reinforcement-learning"],
+    "tags": ["computer-use", "agents"],
+    "pretty_name": "CUA-Gym (test copy)",
+    "size_categories": ["10K<n<100K"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +41,7 @@ def repo_files(tmp_path_factory) -> dict[str, bytes]:
     tmp = tmp_path_factory.mktemp("hubrepo")
     archive = make_archive(make_corpus(tmp / "tasks", n=N_TASKS, seed=11), tmp / "a.tar.zst")
     return {
-        "README.md": b"# CUA-Gym (test copy)\n",
+        "README.md": dataset_card(CARD_META, "# CUA-Gym (test copy)\n"),
         "stats.json": b'{"tasks": 40}',
         "url_variables.json": json.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "CUA_GYM_GMAIL_URL", "kind": "url"}}).encode(),
         "data/tasks.parquet": b"PAR1" + os.urandom(3000) + b"PAR1",
@@ -58,7 +66,8 @@ def _ranges(server: HubServer) -> list[str]:
 def test_download_verifies_and_extracts(hub: HubServer, tmp_path: Path) -> None:
     res = download(local_dir=tmp_path / "ld", progress=False)
     got = {f.path: f.status for f in res.files}
-    assert got == {ARCHIVE: "downloaded", "data/tasks.parquet": "downloaded", "url_variables.json": "downloaded"}
+    assert got == {ARCHIVE: "downloaded", "data/tasks.parquet": "downloaded", "url_variables.json": "downloaded",
+                   "README.md": "downloaded"}
     assert res.commit == hub.repo.commit
     assert res.extracted == "extracted" and res.tasks == N_TASKS and res.members == 3 * N_TASKS
     dest = Path(res.dest)
@@ -66,7 +75,7 @@ def test_download_verifies_and_extracts(hub: HubServer, tmp_path: Path) -> None:
     folders = [p for p in dest.iterdir() if p.is_dir()]
     assert len(folders) == N_TASKS and all((f / "task.json").is_file() for f in folders)
     assert (tmp_path / "ld" / ARCHIVE).read_bytes() == hub.repo.files[ARCHIVE]
-    assert not (tmp_path / "ld" / "README.md").exists()  # only the wanted files
+    assert not (tmp_path / "ld" / "stats.json").exists()  # only the wanted files
     # What the real client asked for: revision info, tree listing, paths-info, HEAD, and
     # the LFS bytes from the CDN host (127.0.0.2) it was redirected to.
     assert hub.seen("GET", "/revision/main")
@@ -75,6 +84,68 @@ def test_download_verifies_and_extracts(hub: HubServer, tmp_path: Path) -> None:
     assert hub.seen("HEAD", f"/resolve/{hub.repo.commit}/{ARCHIVE}")
     cdn_gets = [r for r in hub.requests if r.method == "GET" and r.path.startswith("/cdn/")]
     assert {r.host for r in cdn_gets} == {"127.0.0.2"} and len(cdn_gets) == 2
+    # The card was read at the pinned commit, not at the moving branch.
+    assert hub.seen("GET", f"/resolve/{hub.repo.commit}/README.md")
+    assert res.source == str(dest / SOURCE_FILE)
+
+
+def test_source_record_carries_the_hubs_answers(hub: HubServer, tmp_path: Path) -> None:
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    dest = Path(res.dest)
+    doc = json.loads((dest / SOURCE_FILE).read_text())
+    assert check_with_jsonschema("source", doc) == []
+    src = read_source(dest)
+    assert src is not None
+    assert (src.repo_id, src.repo_type, src.revision) == ("xlangai/CUA-Gym", "dataset", hub.repo.commit)
+    data = hub.repo.files[ARCHIVE]
+    assert [(a.path, a.sha256, a.size) for a in src.archives] == [
+        (ARCHIVE, hashlib.sha256(data).hexdigest(), len(data))]
+    assert src.license == "apache-2.0"
+    assert src.card == CARD_META and src.card_problem is None
+    assert src.endpoint == hub.endpoint
+    # Bundle discovery does not take the hidden record for a task.
+    from shinken.bundles.loader import load_root
+
+    assert len(list(load_root(dest))) == N_TASKS
+    # A re-run with nothing changed keeps the record as it was (same bytes, same time).
+    before = (dest / SOURCE_FILE).read_bytes()
+    download(local_dir=tmp_path / "ld", progress=False)
+    assert (dest / SOURCE_FILE).read_bytes() == before
+    # A new commit that only edits the card: no re-extraction, but the record follows.
+    hub.repo.files["README.md"] = dataset_card({**CARD_META, "license": "cc-by-4.0"})
+    hub.repo.commit = "2" * 40
+    res = download(local_dir=tmp_path / "ld", progress=False)
+    assert res.extracted == "skipped"
+    src = read_source(dest)
+    assert src.revision == "2" * 40 and src.license == "cc-by-4.0"
+
+
+def test_source_record_liberal_about_the_card(hub: HubServer, tmp_path: Path) -> None:
+    # No card at all: license unknown, card empty, no problem to report.
+    del hub.repo.files["README.md"]
+    src = read_source(download(local_dir=tmp_path / "a", progress=False).dest)
+    assert src.license is None and src.card == {} and src.card_problem is None
+    # A card whose YAML is broken: still downloaded, the problem is named, nothing invented.
+    hub.repo.files["README.md"] = b"---\nlicense: [unclosed\n---\n# x\n"
+    hub.repo.commit = "4" * 40
+    src = read_source(download(local_dir=tmp_path / "b", progress=False).dest)
+    assert src.license is None and src.card == {} and "YAML" in src.card_problem
+    # YAML dates are kept as text (the record is JSON).
+    hub.repo.files["README.md"] = dataset_card({"license": "mit"}).replace(b"---\n", b"---\ndate: 2025-06-01\n", 1)
+    hub.repo.commit = "5" * 40
+    src = read_source(download(local_dir=tmp_path / "c", progress=False).dest)
+    assert src.card == {"date": "2025-06-01", "license": "mit"} and src.license == "mit"
+
+
+def test_read_source_absent_or_damaged(tmp_path: Path) -> None:
+    assert read_source(tmp_path) is None
+    (tmp_path / SOURCE_FILE).write_text('{"schema": "shinken.source/1"}')
+    with pytest.raises(ShinkenError, match="does not match schemas/source.schema.json"):
+        read_source(tmp_path)
+    (tmp_path / SOURCE_FILE).write_text("{oops")
+    with pytest.raises(ShinkenError, match="not valid JSON"):
+        read_source(tmp_path)
+    assert read_source(tmp_path, strict=False) is None
 
 
 def test_second_run_skips_download_and_extraction(hub: HubServer, tmp_path: Path) -> None:
