@@ -23,6 +23,14 @@ ImageOpt = Annotated[
 TaskRootArg = Annotated[Path, typer.Argument(help="Folder of task bundles (release, pipeline or demo layout).")]
 ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Tasks worked on at once.")]
 
+def help_when_bare(ctx: typer.Context) -> None:
+    """A group called without a command prints its help and exits 0 (used instead of
+    no_args_is_help, whose error class is private to typer's vendored click)."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit()
+
+
 DEFAULT_IMAGE = "shinken/sandbox-linux:latest"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Optional
 
-import click
 import typer
 from rich.table import Table
 
@@ -118,9 +117,9 @@ def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, in
         else:
             _print_table(_table(title, items))
         try:
-            do_it = click.confirm(f"Reclaim these {len(items)} resources, even ones live processes may own?",
+            do_it = typer.confirm(f"Reclaim these {len(items)} resources, even ones live processes may own?",
                                   default=False, err=True)
-        except click.Abort:  # no answer (stdin closed): the safe one
+        except typer.Abort:  # no answer (stdin closed): the safe one
             do_it = False
 
     reclaimed, failed = gc.reclaim(client, items) if do_it else ([], [])

@@ -10,9 +10,9 @@ import typer
 from rich.status import Status
 from rich.table import Table
 
-from shinken.cli.common import JsonFlag, err, out, print_json
+from shinken.cli.common import JsonFlag, err, help_when_bare, out, print_json
 
-app = typer.Typer(help="Build and inspect task images.", no_args_is_help=True)
+app = typer.Typer(help="Build and inspect task images.", callback=help_when_bare, invoke_without_command=True)
 
 CaBundleOpt = Annotated[
     Optional[Path],

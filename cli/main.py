@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 
 from shinken import __version__
 from shinken.cli import common
-from shinken.errors import EXIT_INTERRUPTED, ShinkenError
+from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
 app = typer.Typer(
     name="shinken",
     help="CUA-Gym task bundles to clean RL data and a NeMo Gym workspace.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -25,11 +25,12 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
-    pass
+    common.help_when_bare(ctx)
 
 
 def _register() -> None:
@@ -44,6 +45,18 @@ def _register() -> None:
 _register()
 
 
+def _usage_line(exc: typer.TyperException) -> str:
+    """click's usage errors as one line: the problem, then where the help is."""
+    ctx = getattr(exc, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return f"{exc.format_message()}{hint}"
+
+
+def fail(message: str, exit_code: int) -> None:
+    common.err.print(f"[bold red]shinken: error:[/] {escape(message)}", soft_wrap=True)
+    sys.exit(exit_code)
+
+
 def main() -> None:
     try:
         # standalone_mode=False returns typer.Exit codes instead of raising them.
@@ -51,8 +64,7 @@ def main() -> None:
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ShinkenError as exc:
-        common.err.print(f"[bold red]shinken: error:[/] {exc}", soft_wrap=True)
-        sys.exit(exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         common.err.print("shinken: interrupted")
         sys.exit(EXIT_INTERRUPTED)
@@ -61,13 +73,10 @@ def main() -> None:
     except typer.Abort:
         common.err.print("shinken: aborted")
         sys.exit(1)
-    except Exception as exc:  # click usage errors come through here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except typer.TyperException as exc:
+        # typer >= 0.29 vendors click as typer._click; its ClickException/UsageError derive from the
+        # public typer.TyperException (the separately installed click's classes never match).
+        fail(_usage_line(exc), EXIT_USAGE if exc.exit_code in (0, 1, EXIT_USAGE) else exc.exit_code)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from shinken.cli.common import JsonFlag, err, out, print_json
+from shinken.cli.common import JsonFlag, out, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +31,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from shinken.workspace.writer import WorkspaceOptions, make_workspace
 
-        err.print(f"shinken: writing workspace {dest} ...")
         res = make_workspace(WorkspaceOptions(
             dest=dest, task_root=task_root, ids_file=ids_file, val_fraction=val_fraction, seed=seed,
             stratify=stratify, image=image, max_steps=max_steps, license=license, force=force))

@@ -13,13 +13,15 @@ fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# Reinstall only when the package metadata changed (fast path for repeated runs).
+# Reinstall only when the package metadata or the pins changed (fast path for repeated runs).
+# constraints.txt pins every version (refresh it with scripts/lock.sh), so every machine and
+# CI install what was tested.
 stamp=.venv/.shinken-installed
-want=$(sha256sum pyproject.toml | cut -c1-16)
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import shinken.cli.main' 2>/dev/null; then
   log=.venv/install.log
   .venv/bin/pip install -q --upgrade pip >"$log" 2>&1 || true
-  if ! .venv/bin/pip install -q -e '.[dev,ray]' >>"$log" 2>&1 || ! .venv/bin/python -c 'import shinken.cli.main'; then
+  if ! .venv/bin/pip install -q -c constraints.txt -e '.[dev,ray]' >>"$log" 2>&1 || ! .venv/bin/python -c 'import shinken.cli.main'; then
     tail -30 "$log" >&2; echo "shinken: installing into .venv failed (log: $log)" >&2; exit 1
   fi
   echo "$want" > "$stamp"
