@@ -1,4 +1,4 @@
-"""One error type for everything a user can cause, with exit codes scripts can rely on."""
+"""One error root for everything shinken reports, with exit codes scripts can rely on."""
 
 from __future__ import annotations
 
@@ -22,4 +22,16 @@ class ShinkenError(Exception):
 
 
 class EnvironmentProblem(ShinkenError):
+    """The machine lacks something: Docker is not answering, an image is missing."""
+
     exit_code = EXIT_ENVIRONMENT
+
+
+class WorkFailed(ShinkenError):
+    """The command ran but some of its work failed (the one way a command exits 1)."""
+
+    exit_code = EXIT_FAILED
+
+
+class InternalError(WorkFailed):
+    """A document shinken made fails its own schema: a bug in shinken, never written out."""

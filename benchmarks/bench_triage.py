@@ -3,7 +3,7 @@
 Measures, in one run:
   * the scale reference: a plain single-process loop that json-loads task.json and
     ast-parses reward.py and initial_setup.py (cold and warm page cache);
-  * `shinken triage ROOT --manifest M --json OUT` end to end (process start included):
+  * `shinken triage ROOT --manifest M --report OUT` end to end (process start included):
     cold (page cache dropped, empty triage cache), re-run with nothing changed, and a
     re-run after one bundle changed;
 and prints the figures and ratios. Targets: cold < 5 s, unchanged re-run < 1 s.
@@ -75,7 +75,7 @@ def cli(root: Path, manifest: Path, out: Path, cache: Path) -> tuple[float, floa
     env = {**os.environ, "SHINKEN_CACHE_DIR": str(cache)}
     cpu = _child_cpu()
     t = time.perf_counter()
-    p = subprocess.run([str(SHINKEN), "triage", str(root), "--manifest", str(manifest), "--json", str(out)],
+    p = subprocess.run([str(SHINKEN), "triage", str(root), "--manifest", str(manifest), "--report", str(out)],
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     dt = time.perf_counter() - t
     if p.returncode != 0:

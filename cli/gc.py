@@ -7,17 +7,16 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from shinken.cli import common
-from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
+from shinken.cli.common import JsonFlag, Output
+from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
 
 SCHEMA_ID = "shinken.gc/1"
 
-HELP = (
-    "Reclaim containers, golden images and temp folders whose owner process is gone.\n\n"
-    "Dry run by default: prints what would be reclaimed and why; --force reclaims. "
-    "Only resources carrying shinken labels are ever touched; anything a live process owns is kept "
-    "(unless --all or --older-than says otherwise). See docs/gc.md."
-)
+EXAMPLES = [
+    "shinken gc    # dry run: what would be reclaimed and why",
+    "shinken gc --force --label shinken.run=probe-1a2b3c4d5e6f    # reclaim one run's leftovers",
+    "shinken gc --older-than 2h --include-goldens --json | jq '.reclaimable | length'",
+]
 
 
 def _parse_labels(pairs: list[str]) -> dict[str, str]:
@@ -67,16 +66,6 @@ def _owner(label: str | None) -> str:
     return f"pid {owner.pid}" if owner.is_local() else f"pid {owner.pid}@{owner.host}"
 
 
-def _print_table(table: Table) -> None:
-    # Piped output (no terminal) gets room instead of 80 folded columns, so it stays greppable.
-    if common.out.is_terminal:
-        common.out.print(table)
-    else:
-        from rich.console import Console
-
-        Console(width=240, highlight=False).print(table)
-
-
 def _docker_client() -> Any:
     try:
         import docker
@@ -90,39 +79,54 @@ def _docker_client() -> Any:
     return client
 
 
-def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, include_goldens: bool,
-           labels: list[str]) -> int:
-    from shinken.sandbox import gc
-    from shinken.schemas import validation_error
+def gc(
+    force: Annotated[bool, typer.Option("--force", help="Reclaim (default is a dry run). Skips the --all prompt.")] = False,
+    json_out: JsonFlag = False,
+    all_: Annotated[bool, typer.Option("--all", help="Ignore owner liveness: reclaim every shinken resource "
+                                                      "(asks first unless --force).")] = False,
+    older_than: Annotated[Optional[str], typer.Option(
+        "--older-than", metavar="DURATION",
+        help="Also reclaim resources created longer ago than this (90s, 30m, 2h, 1d), even if their owner "
+             "lives; golden images held by a live process are still kept.")] = None,
+    include_goldens: Annotated[bool, typer.Option("--include-goldens", help="Also reclaim golden images "
+                                                  "(caches: expensive to rebuild).")] = False,
+    label: Annotated[Optional[list[str]], typer.Option("--label", metavar="KEY=VALUE",
+                                                       help="Only resources carrying this label (repeatable).")] = None,
+) -> None:
+    """Reclaim containers, golden images and temp folders whose owner process is gone.
 
-    label_filter = _parse_labels(labels)
+    Dry run by default: prints what would be reclaimed and why; --force reclaims. Only
+    resources carrying shinken labels are ever touched; anything a live process owns is kept
+    (unless --all or --older-than says otherwise). See docs/gc.md.
+    """
+    from shinken.sandbox import gc as sandbox_gc
+    from shinken.schemas import check_own
+
+    output = Output(json_out)
+    label_filter = _parse_labels(label or [])
     older_s: float | None = None
     if older_than is not None:
         try:
-            older_s = gc.parse_duration(older_than)
+            older_s = sandbox_gc.parse_duration(older_than)
         except ValueError as exc:
             raise ShinkenError(f"--older-than: {exc}") from exc
     client = _docker_client()
 
-    items = gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
-                                label_filter=label_filter or None)
+    items = sandbox_gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
+                                        label_filter=label_filter or None)
     do_it = force
     prompted = all_ and not force and bool(items)
     if prompted:
         # The list comes first so the question is about something the user has seen; with
         # --json stdout is reserved for the report, so the list goes to stderr.
-        title = "--all: would reclaim, whether or not owners are alive"
-        if as_json:
-            common.err.print(_table(title, items))
-        else:
-            _print_table(_table(title, items))
+        output.table(_table("--all: would reclaim, whether or not owners are alive", items), to_stderr=json_out)
         try:
             do_it = typer.confirm(f"Reclaim these {len(items)} resources, even ones live processes may own?",
                                   default=False, err=True)
         except typer.Abort:  # no answer (stdin closed): the safe one
             do_it = False
 
-    reclaimed, failed = gc.reclaim(client, items) if do_it else ([], [])
+    reclaimed, failed = sandbox_gc.reclaim(client, items) if do_it else ([], [])
     doc = {
         "schema": SCHEMA_ID,
         "dry_run": not do_it,
@@ -130,49 +134,24 @@ def run_gc(*, force: bool, as_json: bool, all_: bool, older_than: str | None, in
         "reclaimed": [i.to_json() for i in reclaimed],
         "failed": [f.to_json() for f in failed],
     }
-    problem = validation_error("gc", doc)
-    assert problem is None, f"gc report does not match schemas/gc.schema.json: {problem}"
+    check_own("gc", doc, "the gc report")
 
-    if as_json:
-        common.print_json(doc)
-    elif not do_it:
-        if items and not prompted:
-            _print_table(_table("would reclaim (dry run; --force to reclaim)", items))
-    elif reclaimed:
-        _print_table(_table("reclaimed", reclaimed))
+    def render() -> None:
+        if not do_it:
+            if items and not prompted:
+                output.table(_table("would reclaim (dry run; --force to reclaim)", items))
+        elif reclaimed:
+            output.table(_table("reclaimed", reclaimed))
+
+    output.result(doc, render)
     if not do_it:
         total = sum(i.bytes or 0 for i in items)
         hint = "nothing reclaimed" if prompted else "run again with --force to reclaim"
-        common.err.print(f"{len(items)} reclaimable, {_human_bytes(total)}" + (f"; {hint}" if items else ""))
+        output.note(f"{len(items)} reclaimable, {_human_bytes(total)}" + (f"; {hint}" if items else ""))
     else:
         total = sum(i.bytes or 0 for i in reclaimed)
-        common.err.print(f"reclaimed {len(reclaimed)} of {len(items)}, {_human_bytes(total)} freed")
-
+        output.note(f"reclaimed {len(reclaimed)} of {len(items)}, {_human_bytes(total)} freed")
     for f in failed:
-        common.err.print(f"[bold red]gc: could not reclaim[/] {f.resource or ''} {f.kind or ''} {f.id}: {f.error}",
-                         soft_wrap=True)
-    return EXIT_FAILED if failed else 0
-
-
-def register(app: typer.Typer) -> None:
-    @app.command("gc", help=HELP)
-    def gc_cmd(
-        force: Annotated[bool, typer.Option("--force", help="Reclaim (default is a dry run). Skips the --all prompt.")] = False,
-        as_json: common.JsonFlag = False,
-        all_: Annotated[bool, typer.Option("--all", help="Ignore owner liveness: reclaim every shinken resource "
-                                                          "(asks first unless --force).")] = False,
-        older_than: Annotated[Optional[str], typer.Option(
-            "--older-than", metavar="DURATION",
-            help="Also reclaim resources created longer ago than this (90s, 30m, 2h, 1d), even if their owner "
-                 "lives; golden images held by a live process are still kept.")] = None,
-        include_goldens: Annotated[bool, typer.Option("--include-goldens", help="Also reclaim golden images "
-                                                      "(caches: expensive to rebuild).")] = False,
-        label: Annotated[Optional[list[str]], typer.Option("--label", metavar="KEY=VALUE",
-                                                           help="Only resources carrying this label (repeatable).")] = None,
-    ) -> None:
-        code = run_gc(force=force, as_json=as_json, all_=all_, older_than=older_than,
-                      include_goldens=include_goldens, labels=label or [])
-        if code:
-            # An error (not typer.Exit): cli.main runs click with standalone_mode=False, which
-            # turns typer.Exit into a return value that would be lost.
-            raise ShinkenError("some reclaimable resources could not be removed (listed above)", exit_code=code)
+        output.note(f"gc: could not reclaim {f.resource or ''} {f.kind or ''} {f.id}: {f.error}")
+    if failed:
+        raise WorkFailed(f"{len(failed)} reclaimable resource(s) could not be removed (listed above)")

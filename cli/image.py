@@ -4,19 +4,28 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.status import Status
 from rich.table import Table
 
-from shinken.cli.common import JsonFlag, err, help_when_bare, out, print_json
+from shinken.cli.common import JsonFlag, Output, add_command, err, group
 
-app = typer.Typer(help="Build and inspect task images.", callback=help_when_bare, invoke_without_command=True)
+app = group("Build and inspect task images.")
+
+BUILD_EXAMPLES = [
+    "shinken image build    # both images; cached by content hash, so a second run takes a second",
+    "shinken image build cua --ca-bundle /etc/ssl/certs/ca-certificates.crt --json",
+]
+INSPECT_EXAMPLES = [
+    "shinken image inspect shinken/sandbox-cua:latest",
+    "shinken image inspect shinken/sandbox-cua:latest --json > manifest.json    # for triage --manifest",
+]
 
 CaBundleOpt = Annotated[
     Optional[Path],
-    typer.Option("--ca-bundle", help="PEM CA bundle pip trusts during the build (for an intercepting proxy). "
+    typer.Option("--ca-bundle", exists=True, dir_okay=False, help="PEM CA bundle pip trusts during the build (for an intercepting proxy). "
                  "Default: /etc/ssl/certs/ca-certificates.crt when it exists.", envvar="SHINKEN_CA_BUNDLE"),
 ]
 
@@ -36,7 +45,6 @@ class _StatusProgress:
             self.status.update(f"[dim]{line[:150]}[/]")
 
 
-@app.command("build")
 def build(
     name: Annotated[str, typer.Argument(help="linux, cua or all.")] = "all",
     ca_bundle: CaBundleOpt = None,
@@ -46,6 +54,8 @@ def build(
     """Build (or find cached) sandbox images; prints image ids."""
     from shinken.errors import ShinkenError
     from shinken.images.build import IMAGE_NAMES, build_image
+
+    output = Output(json_out)
 
     names = list(IMAGE_NAMES) if name == "all" else [name]
     if any(n not in IMAGE_NAMES for n in names):
@@ -62,16 +72,12 @@ def build(
         results.append({"name": n, "tag": outcome.tag, "latest": outcome.tag.split(":")[0] + ":latest",
                         "id": outcome.image_id, "content_hash": outcome.content_hash,
                         "cached": outcome.cached, "seconds": round(outcome.seconds, 2)})
-    if json_out:
-        print_json(results)
-        return
     table = Table("image", "tag", "id", "cached", "seconds")
     for r in results:
         table.add_row(r["name"], r["tag"], r["id"][7:19], "yes" if r["cached"] else "no", f"{r['seconds']:.1f}")
-    out.print(table)
+    output.result(results, lambda: output.table(table))
 
 
-@app.command("inspect")
 def inspect(
     image: Annotated[str, typer.Argument(help="Image tag or id, e.g. shinken/sandbox-linux:latest.")],
     json_out: JsonFlag = False,
@@ -80,12 +86,15 @@ def inspect(
     """Print an image's capability manifest (python modules, executables, desktop apps, ...)."""
     from shinken.images.capabilities import get_manifest
 
+    output = Output(json_out)
     started = time.monotonic()
     manifest = get_manifest(image, refresh=refresh)
-    if json_out:
-        print_json(manifest)
-        return
-    err.print(f"manifest in {time.monotonic() - started:.2f}s", style="dim")
+    if not json_out:
+        output.note(f"manifest in {time.monotonic() - started:.2f}s")
+    output.result(manifest, lambda: output.table(_manifest_table(manifest)))
+
+
+def _manifest_table(manifest: dict[str, Any]) -> Table:
     table = Table("field", "value", show_header=False)
     table.add_row("image", f"{manifest['image']['ref']} ({manifest['image']['id'][7:19]})")
     py = manifest["python"]
@@ -97,7 +106,7 @@ def inspect(
     table.add_row("executables", f"{len(manifest['executables'])}: " + _sample(manifest["executables"], _EXE_HIGHLIGHT))
     table.add_row("dpkg packages", str(len(manifest["dpkg_packages"])))
     table.add_row("generated", manifest["generated_at"])
-    out.print(table)
+    return table
 
 
 # The names task authors ask about first; the full lists are in --json.
@@ -105,6 +114,10 @@ _PY_HIGHLIGHT = ("openpyxl", "docx", "pptx", "fitz", "pypdf", "PyPDF2", "pikepdf
                  "numpy", "pandas", "cv2", "skimage", "requests", "pyautogui", "lxml", "torch")
 _EXE_HIGHLIGHT = ("python3", "Xvfb", "xdotool", "zenity", "xterm", "soffice", "libreoffice", "gimp", "vlc",
                   "code", "mupdf", "evince", "xcf2png")
+
+
+add_command(app, "build", build, BUILD_EXAMPLES)
+add_command(app, "inspect", inspect, INSPECT_EXAMPLES)
 
 
 def _sample(have: list[str], wanted: tuple[str, ...]) -> str:

@@ -1,4 +1,9 @@
-"""The `shinken` command: one Typer app, one module per command."""
+"""The `shinken` command: one Typer app; every command is registered here, in help order.
+
+Adding a command: write `cli/<name>.py` with a module-level function (docstring = help,
+options from cli/common.py) and an `EXAMPLES` list, then add one `add_command` line below.
+A group (`shinken image ...`) is a `common.group(...)` in its module, added with `add_typer`.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import common
+from shinken.cli import common, download, gc, image, make_workspace, probe, triage
+from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
 app = typer.Typer(
@@ -33,16 +39,13 @@ def _root(
     common.help_when_bare(ctx)
 
 
-def _register() -> None:
-    # Imported here so `shinken --help` stays fast and each command stays in its module.
-    from shinken.cli import download, gc, image, make_workspace, probe, triage
-
-    for mod in (download, triage, probe, make_workspace, gc):
-        mod.register(app)
-    app.add_typer(image.app, name="image")
-
-
-_register()
+# Command modules import their heavy libraries inside the command, so `shinken --help` stays fast.
+add_command(app, "download", download.download, download.EXAMPLES)
+add_command(app, "triage", triage.triage, triage.EXAMPLES)
+add_command(app, "probe", probe.probe, probe.EXAMPLES)
+add_command(app, "make-workspace", make_workspace.make_workspace, make_workspace.EXAMPLES)
+add_command(app, "gc", gc.gc, gc.EXAMPLES)
+app.add_typer(image.app, name="image")
 
 
 def _usage_line(exc: typer.TyperException) -> str:
@@ -52,19 +55,20 @@ def _usage_line(exc: typer.TyperException) -> str:
     return f"{exc.format_message()}{hint}"
 
 
-def fail(message: str, exit_code: int) -> None:
+def _fail(message: str, exit_code: int) -> None:
     common.err.print(f"[bold red]shinken: error:[/] {escape(message)}", soft_wrap=True)
     sys.exit(exit_code)
 
 
 def main() -> None:
+    """Every way a command ends: its exit code, and for errors one line on stderr."""
     try:
         # standalone_mode=False returns typer.Exit codes instead of raising them.
         rc = app(standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
-    except ShinkenError as exc:
-        fail(str(exc), exc.exit_code)
+    except ShinkenError as exc:  # bad input (2), failed work (1), missing environment (3)
+        _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         common.err.print("shinken: interrupted")
         sys.exit(EXIT_INTERRUPTED)
@@ -72,11 +76,11 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Abort:
         common.err.print("shinken: aborted")
-        sys.exit(1)
+        sys.exit(EXIT_INTERRUPTED)
     except typer.TyperException as exc:
         # typer >= 0.29 vendors click as typer._click; its ClickException/UsageError derive from the
         # public typer.TyperException (the separately installed click's classes never match).
-        fail(_usage_line(exc), EXIT_USAGE if exc.exit_code in (0, 1, EXIT_USAGE) else exc.exit_code)
+        _fail(_usage_line(exc), EXIT_USAGE)
 
 
 if __name__ == "__main__":

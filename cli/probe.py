@@ -11,8 +11,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from shinken.cli.common import DEFAULT_IMAGE, ConcurrencyOpt, ImageOpt, JsonFlag, TaskRootArg, err, out, print_json
-from shinken.errors import EXIT_FAILED
+from shinken.cli.common import ConcurrencyOpt, IdsOpt, ImageOpt, JsonFlag, Output, TaskRootArg
+from shinken.errors import WorkFailed
+from shinken.images.build import DEFAULT_IMAGE
+
+EXAMPLES = [
+    "shinken probe data/cua-gym/tasks --triage out/triage.json --receipt out/receipt.json -c 2",
+    "shinken probe demo --state-fidelity filesystem --json | jq .kept    # the demo set, receipt on stdout",
+    "shinken probe demo --ids ids.txt --replay rollouts.jsonl    # re-score recorded NeMo Gym rollouts",
+]
 
 
 class ExecutorKind(str, Enum):
@@ -35,70 +42,51 @@ def _sigterm_to_interrupt() -> None:
         pass
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("probe", help="Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.")
-    def probe(
-        task_root: TaskRootArg,
-        image: ImageOpt = DEFAULT_IMAGE,
-        receipt: Annotated[Optional[Path], typer.Option("--receipt", help="Write the final probe receipt (JSON) here.")] = None,
-        triage: Annotated[Optional[Path], typer.Option("--triage", help="Triage report; only its runnable tasks are probed.")] = None,
-        ids: Annotated[Optional[Path], typer.Option("--ids", help="File of task ids (one a line) to probe.")] = None,
-        concurrency: ConcurrencyOpt = 1,
-        repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="No-op forks per task (>= 2 checks determinism).")] = 2,
-        replay: Annotated[Optional[Path], typer.Option("--replay", help="NeMo Gym rollouts JSONL to replay and re-score.")] = None,
-        retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of infrastructure failures per task.")] = 3,
-        state_fidelity: Annotated[Optional[Fidelity], typer.Option("--state-fidelity", help="Accept keeping only the filesystem for tasks that would need process memory.")] = None,
-        executor: Annotated[ExecutorKind, typer.Option("--executor", help="local threads, or Ray tasks on Docker nodes.")] = ExecutorKind.local,
-        ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
-        run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Receipt log folder (default runs/probe-<hash of task root+image>).")] = None,
-        reward_timeout: Annotated[float, typer.Option("--reward-timeout", min=1, help="Seconds a reward.py may run.")] = 120.0,
-        setup_timeout: Annotated[float, typer.Option("--setup-timeout", min=1, help="Seconds the golden's setup may take.")] = 600.0,
-        json_out: JsonFlag = False,
-    ) -> None:
-        from shinken.probes.display import ProbeDisplay, dropped_lines, final_table, summary_text
-        from shinken.probes.pipeline import ProbeRequest, run_probe
+def probe(
+    task_root: TaskRootArg,
+    image: ImageOpt = DEFAULT_IMAGE,
+    receipt: Annotated[Optional[Path], typer.Option("--receipt", metavar="PATH", help="Write the final probe receipt (JSON) here.")] = None,
+    triage: Annotated[Optional[Path], typer.Option("--triage", metavar="PATH", help="Triage report (`shinken triage --report`); only its runnable tasks are probed.")] = None,
+    ids: IdsOpt = None,
+    concurrency: ConcurrencyOpt = 1,
+    repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="No-op forks per task (>= 2 checks determinism).")] = 2,
+    replay: Annotated[Optional[Path], typer.Option("--replay", help="NeMo Gym rollouts JSONL to replay and re-score.")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of infrastructure failures per task.")] = 3,
+    state_fidelity: Annotated[Optional[Fidelity], typer.Option("--state-fidelity", help="Accept keeping only the filesystem for tasks that would need process memory.")] = None,
+    executor: Annotated[ExecutorKind, typer.Option("--executor", help="local threads, or Ray tasks on Docker nodes.")] = ExecutorKind.local,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
+    run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Receipt log folder (default runs/probe-<hash of task root+image>).")] = None,
+    reward_timeout: Annotated[float, typer.Option("--reward-timeout", min=1, help="Seconds a reward.py may run.")] = 120.0,
+    setup_timeout: Annotated[float, typer.Option("--setup-timeout", min=1, help="Seconds the golden's setup may take.")] = 600.0,
+    json_out: JsonFlag = False,
+) -> None:
+    """Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.
 
-        _sigterm_to_interrupt()
-        req = ProbeRequest(
-            task_root=task_root, image=image, receipt=receipt, triage=triage, ids=ids, concurrency=concurrency,
-            repeats=repeats, replay=replay, retries=retries,
-            state_fidelity=state_fidelity.value if state_fidelity else None, executor=executor.value,
-            ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
-        )
-        display: ProbeDisplay | None = None
+    Each task's golden checkpoint is built once and forked per probe: untouched state must
+    score below 1.0, forks must agree, recorded rollouts must reproduce. Resumable: the same
+    command again skips every task that already has a receipt line.
+    """
+    from shinken.probes.display import ProbeDisplay, dropped_lines, final_table, summary_text
+    from shinken.probes.pipeline import ProbeRequest, run_probe
 
-        def on_start(total: int, resumed: int) -> None:
-            nonlocal display
-            display = ProbeDisplay(err, total - resumed, resumed, enabled=err.is_terminal)
-            display.__enter__()
-            if resumed:
-                err.print(f"resuming: {resumed} of {total} task(s) already have receipts")
+    _sigterm_to_interrupt()
+    output = Output(json_out)
+    req = ProbeRequest(
+        task_root=task_root, image=image, receipt=receipt, triage=triage, ids=ids, concurrency=concurrency,
+        repeats=repeats, replay=replay, retries=retries,
+        state_fidelity=state_fidelity.value if state_fidelity else None, executor=executor.value,
+        ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
+    )
+    with ProbeDisplay(output.err, live=output.live) as display:
+        doc = run_probe(req, display)
 
-        def on_result(line: dict) -> None:
-            if display is not None:
-                display.task_done(line)
-            if not err.is_terminal:  # a log line per task when there is no live display
-                err.print(f"{line['task_id']}: {line['outcome']}" + (f" ({line['reason']})" if line["reason"] else ""),
-                          soft_wrap=True)
+    def render() -> None:
+        output.table(final_table(doc))
+        for text in dropped_lines(doc):
+            output.line(text)
+        output.line(summary_text(doc))
 
-        def on_retry(task_id: str, attempt: int, why: str) -> None:
-            if display is not None:
-                display.retry(task_id, attempt, why)
-            if not err.is_terminal:
-                err.print(f"{task_id}: infrastructure failure on attempt {attempt}, retrying ({why})", soft_wrap=True)
-
-        try:
-            doc = run_probe(req, on_start=on_start, on_result=on_result, on_retry=on_retry)
-        finally:
-            if display is not None:
-                display.__exit__(None, None, None)
-        if json_out:
-            print_json(doc)
-        else:
-            out.print(final_table(doc))
-            for text in dropped_lines(doc):
-                out.print(text, soft_wrap=True, markup=False)
-            out.print(summary_text(doc))
-        if doc["summary"]["by_reason"].get("infra_error"):
-            err.print("some tasks hit infrastructure failures after every retry; re-run the same command to retry them")
-            raise typer.Exit(EXIT_FAILED)
+    output.result(doc, render)
+    if doc["summary"]["by_reason"].get("infra_error"):
+        raise WorkFailed("some tasks hit infrastructure failures after every retry; "
+                         "re-run the same command to retry them")

@@ -29,11 +29,11 @@ from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
 from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
+from shinken.images.build import DEFAULT_IMAGE
 from shinken.sandbox.api import InfraError, SessionError
 
 log = logging.getLogger("shinken.computer")
 
-DEFAULT_IMAGE = "shinken/sandbox-linux:latest"
 DELETE_BATCH = 8  # deletions retried per maintenance tick
 DELETE_HIGH_WATER = 32  # backlog at which new seeds are refused
 DELETE_MAX_ATTEMPTS = 20  # then the item is left to `shinken gc` (logged), never retried forever

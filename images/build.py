@@ -42,6 +42,9 @@ PARENT = {"core": "base", "linux": "core", "cua": "core"}
 WITH_GUEST = ("linux", "cua")
 REPO = {"base": "shinken/base-bookworm", "core": "shinken/sandbox-core", "linux": "shinken/sandbox-linux",
         "cua": "shinken/sandbox-cua"}
+# The full task image (office apps, GIMP, ...): what every command and the workspace server
+# use unless told otherwise, so a task is never blocked only because --image was omitted.
+DEFAULT_IMAGE = f"{REPO['cua']}:latest"
 LABEL_HASH = "shinken.content_hash"
 LABEL_IMAGE = "shinken.image"
 LABEL_PARENT = "shinken.parent_image"

@@ -15,24 +15,28 @@ from rich.text import Text
 
 
 class ProbeDisplay:
-    def __init__(self, console: Console, total: int, resumed: int, enabled: bool = True) -> None:
+    """A probe run's listener (probes.pipeline.ProbeListener) for a person: a live panel on
+    a terminal, one log line per finished or retried task otherwise. Use it as a context
+    manager around run_probe, so the panel is closed however the run ends."""
+
+    def __init__(self, console: Console, live: bool = True) -> None:
         self.console = console
-        self.total = total
-        self.resumed = resumed
-        self.enabled = enabled
+        self.enabled = live
+        self.total = 0
+        self.resumed = 0
         self.done = 0
         self.kept = 0
         self.reasons: Counter[str] = Counter()
         self.retries = 0
-        self.started = time.monotonic()
+        self.started_at = time.monotonic()
         self._lock = threading.Lock()
         self._progress = Progress(TextColumn("probing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                   console=console, transient=False)
-        self._task = self._progress.add_task("probe", total=max(total, 1))
+        self._task = self._progress.add_task("probe", total=1)
         self._live: Live | None = None
 
     def _render(self) -> Group:
-        elapsed = max(time.monotonic() - self.started, 1e-6)
+        elapsed = max(time.monotonic() - self.started_at, 1e-6)
         rate = self.done / elapsed * 3600
         line = Text.assemble(
             ("kept ", "bold"), (str(self.kept), "green"), "  ",
@@ -45,10 +49,6 @@ class ProbeDisplay:
         return Group(self._progress, line, reasons)
 
     def __enter__(self) -> "ProbeDisplay":
-        if self.enabled:
-            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
-                              get_renderable=self._render)
-            self._live.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -56,7 +56,18 @@ class ProbeDisplay:
             self._live.__exit__(*exc)
             self._live = None
 
-    def task_done(self, line: dict[str, Any]) -> None:
+    def started(self, total: int, resumed: int) -> None:
+        self.total, self.resumed = total - resumed, resumed
+        self.started_at = time.monotonic()
+        self._progress.update(self._task, total=max(self.total, 1))
+        if self.enabled:
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False,
+                              get_renderable=self._render)
+            self._live.__enter__()
+        if resumed:
+            self.console.print(f"resuming: {resumed} of {total} task(s) already have receipts")
+
+    def finished(self, line: dict[str, Any]) -> None:
         with self._lock:
             self.done += 1
             if line["outcome"] == "kept":
@@ -64,12 +75,16 @@ class ProbeDisplay:
             else:
                 self.reasons[line["reason"]] += 1
             self._progress.advance(self._task)
+        if not self.enabled:  # a log line per task when there is no live display
+            self.console.print(f"{line['task_id']}: {line['outcome']}" + (f" ({line['reason']})" if line["reason"] else ""),
+                               soft_wrap=True, markup=False, highlight=False)
 
-    def retry(self, task_id: str, attempt: int, why: str) -> None:
+    def retrying(self, task_id: str, attempt: int, why: str) -> None:
         with self._lock:
             self.retries += 1
-        if self._live is None and self.enabled:
-            self.console.print(f"[yellow]retrying {task_id} (attempt {attempt} hit: {why})[/]")
+        if not self.enabled:
+            self.console.print(f"{task_id}: infrastructure failure on attempt {attempt}, retrying ({why})",
+                               soft_wrap=True, markup=False, highlight=False)
 
 
 def _fmt(xs: list[float]) -> str:

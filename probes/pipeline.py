@@ -10,18 +10,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Protocol
 
 import orjson
 
 from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
+from shinken.bundles.selection import read_task_ids
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
 from shinken.probes.receipts import ReceiptLog
 from shinken.probes.report import build_receipt
 from shinken.probes.rollouts import load_rollouts
 from shinken.probes.runner import ProbeConfig, Rollout, verdict_line
+from shinken.schemas import write_json
 
 RUNNABLE_VERDICTS = frozenset({"runnable"})
 
@@ -46,6 +48,28 @@ class ProbeRequest:
     backoff_s: float = 1.0
     # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
     engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
+
+
+class ProbeListener(Protocol):
+    """What a probe run tells whoever watches it (probes.display.ProbeDisplay for a person).
+    `started` and `finished` are called from the driver thread, `retrying` from workers."""
+
+    def started(self, total: int, resumed: int) -> None: ...
+
+    def finished(self, line: dict[str, Any]) -> None: ...
+
+    def retrying(self, task_id: str, attempt: int, why: str) -> None: ...
+
+
+class SilentListener:
+    def started(self, total: int, resumed: int) -> None:
+        pass
+
+    def finished(self, line: dict[str, Any]) -> None:
+        pass
+
+    def retrying(self, task_id: str, attempt: int, why: str) -> None:
+        pass
 
 
 @dataclass
@@ -78,14 +102,6 @@ def resolve_image(image: str) -> str:
         raise EnvironmentProblem(f"cannot inspect image {image}: {exc}") from None
     finally:
         client.close()
-
-
-def _read_ids(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ShinkenError(f"{path}: cannot read the id list ({exc}); one task id per line") from None
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 
 def _triage_entries(doc: Any, path: Path) -> list[dict[str, Any]]:
@@ -141,13 +157,10 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str,
     check by running it, and the probe records the evidence (reward_error with the output).
     Loader defects are fatal either way (Bundle.ok). A triage report passed with --triage
     is the user's decision and is followed as written."""
-    from shinken.triage.evaluate import Capabilities
-    from shinken.triage.manifest import manifest_for_image
-    from shinken.triage.run import triage_root
+    from shinken.triage.pipeline import triage_task_root
 
     ids = {b.id for b in bundles}
-    caps = Capabilities.from_manifest(manifest_for_image(image))
-    report = [t for t in triage_root(task_root, caps).tasks if t.get("id") in ids]
+    report = [t for t in triage_task_root(task_root, image=image).report["tasks"] if t.get("id") in ids]
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
         tid, verdict, detail = _triage_verdict(e)
@@ -159,7 +172,7 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str,
 def plan(req: ProbeRequest) -> Plan:
     bundles = load_root(req.task_root)
     if req.ids is not None:
-        wanted = _read_ids(req.ids)
+        wanted = read_task_ids(req.ids)
         by_id = {b.id: b for b in bundles}
         missing = [i for i in wanted if i not in by_id]
         if missing:
@@ -184,11 +197,10 @@ def plan(req: ProbeRequest) -> Plan:
     return Plan(bundles, verdicts, rollouts)
 
 
-def run_probe(req: ProbeRequest, *, on_start: Callable[[int, int], Any] | None = None,
-              on_result: Callable[[dict[str, Any]], None] | None = None,
-              on_retry: Callable[[str, int, str], None] | None = None,
+def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
               executor: LocalExecutor | RayExecutor | None = None) -> dict[str, Any]:
     """Probe and return the final receipt (also written to req.receipt when given)."""
+    listener = listener or SilentListener()
     if req.repeats < 1:
         raise ShinkenError("--repeats must be at least 1")
     if req.state_fidelity not in (None, "filesystem"):
@@ -215,21 +227,19 @@ def run_probe(req: ProbeRequest, *, on_start: Callable[[int, int], Any] | None =
                 decided.append(verdict_line(b, cfg, *p.verdicts[b.id], ro))
             else:
                 todo.append(Job(b, ro))
-        if on_start is not None:
-            on_start(len(p.bundles), resumed)
+        listener.started(len(p.bundles), resumed)
 
         def record(line: dict[str, Any]) -> None:
             nonlocal probed
             log.append(line)
             probed += 1
-            if on_result is not None:
-                on_result(line)
+            listener.finished(line)
 
         for line in decided:
             record(line)
         stop = threading.Event()
         try:
-            ex.run(todo, cfg, record, on_retry=on_retry, stop=stop)
+            ex.run(todo, cfg, record, on_retry=listener.retrying, stop=stop)
         finally:
             if isinstance(ex, RayExecutor) and executor is None:
                 ex.shutdown()
@@ -249,7 +259,5 @@ def run_probe(req: ProbeRequest, *, on_start: Callable[[int, int], Any] | None =
         doc = build_receipt(image_ref=req.image, image_id=image_id, task_ids=[b.id for b in p.bundles],
                             lines=log.latest, run_info=run_info)
     if req.receipt is not None:
-        from shinken.cli.common import write_json
-
-        write_json(Path(req.receipt), doc)
+        write_json(Path(req.receipt), doc, "probe_receipt")
     return doc

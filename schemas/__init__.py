@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 from importlib import resources
+from pathlib import Path
 from typing import Any, Callable
 
 import fastjsonschema
 import orjson
+
+from shinken.errors import InternalError, ShinkenError
 
 SCHEMA_NAMES = (
     "task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls",
@@ -46,3 +51,38 @@ def check_with_jsonschema(name: str, document: Any) -> list[str]:
 
     v = jsonschema.Draft7Validator(load_schema(name))
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in v.iter_errors(document)]
+
+
+JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(document: Any) -> bytes:
+    """The bytes shinken writes for a JSON document: indented, newline-terminated."""
+    return orjson.dumps(document, option=JSON_OPTIONS) + b"\n"
+
+
+def check_own(name: str, document: Any, what: str) -> None:
+    """A document shinken made must match its schema; one that does not is our bug
+    (InternalError), reported instead of written or printed. Never an `assert`: those
+    vanish under `python -O`."""
+    problem = validation_error(name, document)
+    if problem is not None:
+        raise InternalError(f"internal error: {what} does not match schemas/{name}.schema.json ({problem}); "
+                            "this is a bug in shinken")
+
+
+def write_json(path: Path, document: Any, schema: str) -> None:
+    """Check `document` against schema `schema`, then write it atomically (a reader never
+    sees half a file; a crash leaves the previous version)."""
+    check_own(schema, document, str(path))
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(dumps(document))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ShinkenError(f"{path}: cannot write it ({exc.strerror or exc}); choose another path") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)

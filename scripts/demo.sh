@@ -12,8 +12,8 @@ WORKSPACE=${WORKSPACE:-$HOME/shinken-demo-workspace}
 mkdir -p "$OUT"
 S=.venv/bin/shinken
 set -x
-"$S" triage demo --image "$IMAGE" --json "$OUT/triage.json"
+"$S" triage demo --image "$IMAGE" --report "$OUT/triage.json"
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
   --state-fidelity filesystem --run-dir "$OUT/probe-run"
-"$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids-file "$OUT/receipt.json" \
+"$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --image "$IMAGE" --force

@@ -4,6 +4,7 @@ exit 2, no traceback, nothing on stdout; for every usage-error class and command
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import subprocess
 import sys
@@ -47,7 +48,12 @@ USAGE_ERRORS = {
     "probe: no ids file": (["probe", DEMO, "--ids", NOPE], NOPE),
     "probe: no rollouts": (["probe", DEMO, "--replay", NOPE], NOPE),
     "make-workspace: no ids file": (["make-workspace", "--dest", "/tmp/shinken-test-ws", "--task-root", DEMO,
-                                     "--ids-file", NOPE], NOPE),
+                                     "--ids", NOPE], NOPE),
+    "make-workspace: no ids file (old name)": (["make-workspace", "--dest", "/tmp/shinken-test-ws", "--task-root",
+                                                DEMO, "--ids-file", NOPE], NOPE),
+    "triage: report not writable": (["triage", DEMO, "--manifest", str(REPO / "tests/data/triage_manifest.json"),
+                                     "--no-cache", "--report", "/proc/shinken-test/r.json"], "cannot write"),
+    "image build: no ca bundle": (["image", "build", "linux", "--ca-bundle", NOPE], "--ca-bundle"),
     "download: no archive": (["download", "--archive", NOPE, "--dest", "/tmp/shinken-test-x"], NOPE),
 }
 
@@ -88,3 +94,46 @@ def test_installed_versions_are_the_pinned_ones() -> None:
         except importlib.metadata.PackageNotFoundError:
             continue  # an extra this environment did not install
         assert installed == version, f"{name} {installed} installed, {version} pinned: run scripts/setup.sh"
+
+
+MANIFEST = REPO / "tests" / "data" / "triage_manifest.json"
+
+
+def test_triage_json_is_stdout_and_report_is_a_file(tmp_path: Path) -> None:
+    # --json means stdout for every command (it took a PATH for triage); --report PATH writes the file.
+    report = tmp_path / "out" / "triage.json"
+    r = subprocess.run([str(SHINKEN), "triage", DEMO, "--manifest", str(MANIFEST), "--no-cache", "--json",
+                        "--report", str(report)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "shinken.triage/1" and doc["summary"]["total"] == len(doc["tasks"]) > 0
+    assert json.loads(report.read_text()) == doc
+    assert doc["image"]["ref"] == "shinken/sandbox-linux:fixture"  # no --image: the manifest's image
+
+
+def test_every_command_has_examples_and_one_default_image() -> None:
+    import typer.main
+
+    from shinken.cli.main import app
+    from shinken.computer import engine
+    from shinken.images.build import DEFAULT_IMAGE
+    from shinken.workspace.writer import WorkspaceOptions
+
+    assert DEFAULT_IMAGE == "shinken/sandbox-cua:latest"  # the full task image
+
+    def commands(group, path=("shinken",)):
+        for name, cmd in group.commands.items():
+            if hasattr(cmd, "commands"):
+                yield from commands(cmd, (*path, name))
+            else:
+                yield " ".join((*path, name)), cmd
+
+    seen = dict(commands(typer.main.get_command(app)))
+    assert {"shinken triage", "shinken probe", "shinken make-workspace", "shinken image build"} <= set(seen)
+    for path, cmd in seen.items():
+        assert cmd.epilog and f"$ {path}" in cmd.epilog, f"{path}: --help shows no example of itself"
+        image = next((p for p in cmd.params if p.name == "image" and "--image" in p.opts), None)
+        if image is not None and image.default is not None:  # triage: None = the manifest's or the default
+            assert image.default == DEFAULT_IMAGE, path
+    assert WorkspaceOptions.__dataclass_fields__["image"].default == DEFAULT_IMAGE
+    assert engine.DEFAULT_IMAGE == DEFAULT_IMAGE

@@ -150,6 +150,13 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
     assert [b.id for b in p.bundles] == ["b", "c", "a"]
     assert p.verdicts == {"b": ("blocked", "triage: blocked: missing_app: gimp"),
                           "c": ("defective", "missing_reward: reward.py is not in the bundle")}
+    # --ids takes the same files as make-workspace: a JSON list, or a probe receipt's kept list.
+    ids.write_text(json.dumps(["c", "a"]))
+    assert [b.id for b in plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage)).bundles] == ["c", "a"]
+    ids.write_text(json.dumps({"schema": "shinken.probe/1", "image": {"ref": "img", "id": "sha256:x"}, "kept": ["a"],
+                               "dropped": [], "tasks": [],
+                               "summary": {"total": 1, "kept": 1, "dropped": 0, "by_reason": {}}}))
+    assert [b.id for b in plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage)).bundles] == ["a"]
     ids.write_text("a\nnope\n")
     with pytest.raises(ShinkenError, match="nope"):
         plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage))

@@ -328,7 +328,7 @@ def test_unreadable_folder_without_root_privileges(tmp_path: Path) -> None:
         # A non-root user is subject to permissions already.
         drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"] if os.geteuid() == 0 else []
         proc = subprocess.run(
-            [*drop, str(SHINKEN), "triage", str(root), "--manifest", str(MANIFEST), "--json", str(out), "--no-cache"],
+            [*drop, str(SHINKEN), "triage", str(root), "--manifest", str(MANIFEST), "--report", str(out), "--no-cache"],
             capture_output=True, text=True, timeout=120)
     finally:
         (root / "locked").chmod(0o755)
@@ -351,14 +351,14 @@ def build_corpus_subset(root: Path, names: list[str]) -> None:
 def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
-    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--json", str(out),
+    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--report", str(out),
                         "--show", "2"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "defective" in p.stdout and "top missing things" in p.stdout
     report = orjson.loads(out.read_bytes())
     assert validation_error("triage", report) is None
     assert report["image"] == {"ref": "shinken/sandbox-linux:fixture", "id": load_manifest_file(MANIFEST)["image"]["id"]}
-    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--json", str(out),
+    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--report", str(out),
                         "--class", "desktop_app"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
     report = orjson.loads(out.read_bytes())
@@ -411,7 +411,7 @@ def test_against_real_linux_image_manifest(linux_image: str, demo_root: Path, tm
     assert calc["verdict"] == ("blocked" if expect else "runnable")
     # The CLI path that asks Docker for the manifest (no --manifest).
     out = tmp_path / "r.json"
-    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", ref, "--json", str(out), "--no-cache"],
+    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", ref, "--report", str(out), "--no-cache"],
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     report = orjson.loads(out.read_bytes())
@@ -447,7 +447,7 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path: Path, caps: Capabilitie
     root = make_corpus(tmp_path / "tasks", n=600, seed=7)
     expected = {Path(t["path"]).name: t["verdict"] for t in triage_root(root, caps, use_cache=False, workers=1).tasks}
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([str(SHINKEN), "triage", str(root), "--manifest", str(MANIFEST), "--json", str(out),
+    proc = subprocess.Popen([str(SHINKEN), "triage", str(root), "--manifest", str(MANIFEST), "--report", str(out),
                              "--no-cache", "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     killed = None
     deadline = time.monotonic() + 60

@@ -15,7 +15,8 @@ from shinken.errors import ShinkenError
 from shinken.schemas import check_with_jsonschema, validation_error
 from shinken.workspace.rows import AGENT_INSTANCE, check_row
 from shinken.workspace.split import normalize_instruction, split_ids
-from shinken.workspace.writer import MANIFEST, WorkspaceOptions, make_workspace, read_ids
+from shinken.bundles.selection import read_task_ids as read_ids
+from shinken.workspace.writer import MANIFEST, WorkspaceOptions, make_workspace
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = Path("resources_servers/shinken_cua")

@@ -26,7 +26,9 @@ import orjson
 import shinken
 from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
+from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
+from shinken.images.build import DEFAULT_IMAGE
 from shinken.schemas import validation_error
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.split import normalize_instruction, split_ids
@@ -37,7 +39,6 @@ SERVER_DIR = Path("resources_servers") / rows_mod.SERVER_NAME
 CONFIG_REL = SERVER_DIR / "configs" / f"{rows_mod.SERVER_NAME}.yaml"
 MODEL_CONFIG_REL = "responses_api_models/openai_model/configs/openai_model.yaml"
 EXAMPLE_ROWS = 5  # `gym env test --all` insists on exactly five
-DEFAULT_IMAGE = "shinken/sandbox-cua:latest"
 
 
 @dataclass
@@ -69,42 +70,6 @@ class WorkspaceResult:
 
 
 # ---------------------------------------------------------------- inputs
-
-def read_ids(path: Path) -> list[str]:
-    """Task ids from a probe receipt (schema shinken.probe/1: its `kept` list), a JSON list,
-    or a text file with one id per line (# comments and blank lines ignored)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the id list ({exc.strerror}); pass a probe receipt or a list file")
-    text = data.decode("utf-8", errors="replace").strip()
-    ids: list[Any]
-    if text.startswith("{") or text.startswith("["):
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ShinkenError(f"{path}: not valid JSON ({exc}); pass a probe receipt or a list file")
-        if isinstance(doc, dict):
-            if doc.get("schema") != "shinken.probe/1":
-                raise ShinkenError(f"{path}: JSON object without schema shinken.probe/1; pass a probe receipt "
-                                   "(`shinken probe --receipt`) or a list of ids")
-            err = validation_error("probe_receipt", doc)
-            if err:
-                raise ShinkenError(f"{path}: probe receipt does not match its schema: {err}")
-            ids = doc["kept"]
-        else:
-            ids = doc
-        if not all(isinstance(i, str) and i.strip() for i in ids):
-            raise ShinkenError(f"{path}: every id must be a non-empty string")
-        ids = [i.strip() for i in ids]
-    else:
-        ids = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    seen: set[str] = set()
-    unique = [i for i in ids if not (i in seen or seen.add(i))]
-    if not unique:
-        raise ShinkenError(f"{path}: the id list is empty; nothing to put in a workspace")
-    return unique
-
 
 def _source_root() -> Path:
     return Path(shinken.__file__).resolve().parent
@@ -192,7 +157,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     if opts.max_steps < 1:
         raise ShinkenError(f"--max-steps {opts.max_steps}: must be at least 1")
     _check_dest(dest, opts.force)
-    ids = read_ids(Path(opts.ids_file))
+    ids = read_task_ids(Path(opts.ids_file))
     bundles = _load(task_root, ids)
 
     rows = {b.id: rows_mod.make_row(b) for b in bundles}

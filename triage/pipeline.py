@@ -1,0 +1,56 @@
+"""`shinken triage` end to end, without the CLI: capabilities from an image or a manifest
+file, the analysis of a task root, and the report (checked against its schema). The CLI
+and the probe's own triage both call `triage_task_root`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shinken.errors import ShinkenError
+from shinken.images.build import DEFAULT_IMAGE
+from shinken.schemas import check_own
+from shinken.triage.codes import CLASSES
+from shinken.triage.evaluate import Capabilities
+from shinken.triage.manifest import load_manifest_file, load_mock_urls, manifest_for_image
+from shinken.triage.report import build_report
+from shinken.triage.run import triage_root
+
+
+@dataclass
+class TriageOutcome:
+    report: dict[str, Any]  # schemas/triage.schema.json
+    cache_error: str | None  # the cache could not be saved (the results stand)
+
+
+def triage_task_root(
+    task_root: Path,
+    *,
+    image: str | None = None,
+    manifest: Path | None = None,
+    mock_urls: Path | None = None,
+    class_filter: str | None = None,
+    show: int = 5,
+    workers: int | None = None,
+    use_cache: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> TriageOutcome:
+    """Triage every bundle under `task_root` against `image`: its live manifest (Docker),
+    or the `manifest` file when given. The report names `image`, else the manifest's image,
+    else the default image."""
+    if class_filter is not None and class_filter not in CLASSES:
+        raise ShinkenError(f"--class {class_filter}: unknown class; use one of {', '.join(CLASSES)}")
+    if manifest is not None:
+        caps = Capabilities.from_manifest(load_manifest_file(manifest))
+        image = image or caps.ref or DEFAULT_IMAGE
+    else:
+        image = image or DEFAULT_IMAGE
+        caps = Capabilities.from_manifest(manifest_for_image(image))
+    mock = load_mock_urls(mock_urls) if mock_urls else {}
+    run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress)
+    report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,
+                          class_filter=class_filter, show=show, mock_urls=len(mock))
+    check_own("triage", report, "the triage report")
+    return TriageOutcome(report, run.stats.cache_error)
