@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import common, download, gc, image, make_workspace, probe, triage
+from shinken.cli import common, download, gc, image, make_workspace, probe, profile, report, triage
 from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
@@ -44,6 +44,8 @@ add_command(app, "download", download.download, download.EXAMPLES)
 add_command(app, "triage", triage.triage, triage.EXAMPLES)
 add_command(app, "probe", probe.probe, probe.EXAMPLES)
 add_command(app, "make-workspace", make_workspace.make_workspace, make_workspace.EXAMPLES)
+add_command(app, "profile", profile.profile, profile.EXAMPLES)
+add_command(app, "report", report.report, report.EXAMPLES)
 add_command(app, "gc", gc.gc, gc.EXAMPLES)
 app.add_typer(image.app, name="image")
 

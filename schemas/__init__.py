@@ -17,7 +17,7 @@ from shinken.errors import InternalError, ShinkenError
 SCHEMA_NAMES = (
     "task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls",
     "download_result", "download_state", "extract_marker", "extract_result", "gym_row",
-    "workspace_manifest", "source",
+    "workspace_manifest", "source", "gym_rollout", "profile", "profile_outcome", "task_ids",
 )
 
 
@@ -75,11 +75,16 @@ def write_json(path: Path, document: Any, schema: str) -> None:
     """Check `document` against schema `schema`, then write it atomically (a reader never
     sees half a file; a crash leaves the previous version)."""
     check_own(schema, document, str(path))
+    write_bytes(path, dumps(document))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Write a file atomically (JSONL, HTML, Markdown: formats without a document schema)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(dumps(document))
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError as exc:
         raise ShinkenError(f"{path}: cannot write it ({exc.strerror or exc}); choose another path") from None

@@ -1,0 +1,176 @@
+"""The numbers each report figure shows, computed from the triage report, the probe receipt and
+the profile (each already checked against its schema). Both renderers (HTML, Markdown) draw
+from here, so the page and the text always agree."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from shinken.profile.bands import BANDS
+
+VERDICTS = ("runnable", "blocked", "defective")
+CLASSES = ("file_cli", "desktop_app", "mock_web")
+STAGES = (("golden_build_s", "golden build"), ("fork_s", "fork"), ("reward_s", "reward"))
+BLOCKING = {"blocked": "blocker", "defective": "defect"}  # verdict -> the severity that causes it
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bar of a stacked bar chart: a label and a count per series."""
+
+    key: str
+    label: str
+    parts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+
+@dataclass(frozen=True)
+class Reason:
+    code: str
+    verdict: str
+    tasks: int
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    stage: str
+    label: str
+    values: list[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    def quantile(self, q: float) -> float:
+        """Nearest-rank quantile (a value that occurred, so the page shows real timings)."""
+        v = sorted(self.values)
+        return v[max(0, math.ceil(q * len(v)) - 1)]
+
+
+@dataclass(frozen=True)
+class Bin:
+    lo: float
+    hi: float
+    parts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.parts.values())
+
+
+@dataclass
+class TriageFigures:
+    total: int
+    image: str
+    by_verdict: dict[str, int]
+    by_class: list[Row]
+    by_app_type: list[Row]
+    other_app_types: int  # app types folded into the last row
+    reasons: list[Reason]
+
+
+@dataclass
+class ProbeFigures:
+    total: int
+    kept: int
+    dropped: int
+    by_reason: dict[str, int]
+    timings: list[Timing]
+    tiers: dict[str, int] | None  # None: the receipt's lines carry no tier yet
+    state_fidelity: str | None
+
+
+@dataclass
+class ProfileFigures:
+    settings: dict[str, Any]
+    totals: dict[str, Any]
+    counts: dict[str, int]
+    histogram: list[Bin]
+    unmeasured: int  # tasks without a pass rate (no scored rollout): not in the histogram
+    control_size: int | None
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+
+
+def triage_figures(doc: dict[str, Any], top_apps: int = 12, top_reasons: int = 10) -> TriageFigures:
+    from shinken.triage.codes import CODES
+
+    s = doc["summary"]
+    by_class = [Row(c, c, {v: s["by_class"][c][v] for v in VERDICTS}) for c in CLASSES if c in s["by_class"]]
+    apps: dict[str, Counter[str]] = {}
+    reasons: Counter[tuple[str, str]] = Counter()
+    for t in doc["tasks"]:
+        apps.setdefault(t["app_type"] or "(none)", Counter())[t["verdict"]] += 1
+        want = BLOCKING.get(t["verdict"])
+        for code in {r["code"] for r in t["reasons"] if r.get("severity", CODES.get(r["code"], ("",))[0]) == want}:
+            reasons[(code, t["verdict"])] += 1
+    ranked = sorted(apps.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))
+    rows = [Row(a, a, {v: c[v] for v in VERDICTS}) for a, c in ranked[:top_apps]]
+    rest = ranked[top_apps:]
+    if rest:
+        folded = {v: sum(c[v] for _, c in rest) for v in VERDICTS}
+        rows.append(Row("(other)", f"{len(rest)} other app types", folded))
+    top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[:top_reasons]
+    return TriageFigures(
+        total=s["total"], image=doc["image"]["ref"], by_verdict={v: s["by_verdict"][v] for v in VERDICTS},
+        by_class=by_class, by_app_type=rows, other_app_types=len(rest),
+        reasons=[Reason(code, verdict, n, CODES.get(code, ("", ""))[1]) for (code, verdict), n in top])
+
+
+def probe_figures(doc: dict[str, Any]) -> ProbeFigures:
+    lines = doc["tasks"]
+    timings = []
+    for key, label in STAGES:
+        values: list[float] = []
+        for t in lines:
+            v = t.get("timings", {}).get(key)
+            if key == "golden_build_s":  # only real builds: a reused or never-built golden costs nothing
+                if isinstance(v, (int, float)) and t.get("golden") and not t["timings"].get("golden_reused"):
+                    values.append(float(v))
+            elif isinstance(v, list):
+                values += [float(x) for x in v]
+        timings.append(Timing(key, label, values))
+    has_tier = any("tier" in t for t in lines)
+    tiers = dict(sorted(Counter(str(t.get("tier")) if t.get("tier") else "none" for t in lines).items())) \
+        if has_tier else None
+    s = doc["summary"]
+    return ProbeFigures(total=s["total"], kept=s["kept"], dropped=s["dropped"],
+                        by_reason=dict(sorted(s["by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
+                        timings=timings, tiers=tiers, state_fidelity=s.get("state_fidelity"))
+
+
+def bin_index(rate: float, bins: int) -> int:
+    return min(int(rate * bins + 1e-9), bins - 1)  # 1.0 falls in the last bin
+
+
+def profile_figures(doc: dict[str, Any], bins: int = 10) -> ProfileFigures:
+    hist = [Bin(i / bins, (i + 1) / bins, {b: 0 for b in BANDS}) for i in range(bins)]
+    unmeasured = 0
+    for t in doc["tasks"]:
+        if t["pass_rate"] is None:
+            unmeasured += 1
+            continue
+        hist[bin_index(t["pass_rate"], bins)].parts[t["band"]] += 1
+    return ProfileFigures(settings=doc["settings"], totals=doc["totals"], counts=dict(doc["counts"]),
+                          histogram=hist, unmeasured=unmeasured, control_size=doc["control_size"],
+                          tasks=doc["tasks"])
+
+
+@dataclass
+class Figures:
+    triage: TriageFigures | None
+    probe: ProbeFigures | None
+    profile: ProfileFigures | None
+    sources: dict[str, str]  # input name -> path, for the page's footer
+
+
+def figures(triage: dict | None, receipt: dict | None, profile: dict | None,
+            sources: dict[str, str] | None = None) -> Figures:
+    return Figures(triage_figures(triage) if triage else None, probe_figures(receipt) if receipt else None,
+                   profile_figures(profile) if profile else None, sources or {})
