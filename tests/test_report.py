@@ -1,0 +1,120 @@
+"""`shinken report` without Docker: the page and the Markdown from a real triage of the demo
+bundles (against the recorded capability manifest), a probe receipt recorded from the demo run
+and a profile of rollouts recorded from the real NeMo Gym; the page opened in headless
+Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report_check  # noqa: E402
+
+from shinken.report import html as report_html  # noqa: E402
+from shinken.report.markdown import render_markdown  # noqa: E402
+from shinken.report.svg import PATTERNS  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+RUNS = DATA / "gym_rollouts"
+
+
+def shinken(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("report")
+    triage = tmp / "triage.json"
+    r = shinken("triage", str(REPO / "demo"), "--manifest", str(DATA / "triage_manifest.json"), "--json", str(triage),
+                "--no-cache")
+    assert r.returncode == 0, r.stderr
+    r = shinken("profile", str(RUNS), "--task-root", str(REPO / "demo"), "--out", str(tmp / "profile"))
+    assert r.returncode == 0, r.stderr
+    paths = {"triage": triage, "receipt": DATA / "demo_receipt.json", "profile": tmp / "profile" / "profile.json"}
+    return {"tmp": tmp, "paths": paths, **{k: json.loads(p.read_text()) for k, p in paths.items()}}
+
+
+def _report(inputs: dict, *extra: str) -> subprocess.CompletedProcess:
+    p = inputs["paths"]
+    return shinken("report", "--triage", str(p["triage"]), "--receipt", str(p["receipt"]),
+                   "--profile", str(p["profile"].parent), *extra)
+
+
+def test_page_is_self_contained(inputs: dict) -> None:
+    page = inputs["tmp"] / "r.html"
+    r = _report(inputs, "--html", str(page))
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    assert "<script" not in text and "@import" not in text and "src=" not in text
+    assert not re.search(r"(href|url)\(?=?\"?'?(https?:|//)", text)
+    assert re.findall(r"<link[^>]*>", text) == ['<link rel="icon" href="data:,">']
+    assert text.count("<figure") == len(re.findall(r"Figure \d+\.", text)) >= 9
+
+
+def test_page_in_headless_chromium(inputs: dict) -> None:
+    page = inputs["tmp"] / "r.html"
+    assert _report(inputs, "--html", str(page)).returncode == 0
+    report_check.check_page(page, inputs["triage"], inputs["receipt"], inputs["profile"],
+                            png_out=inputs["tmp"] / "r.png")
+
+
+def test_each_figure_tells_its_series_apart_without_colour() -> None:
+    for series in (report_html.VERDICT_SERIES, report_html.BAND_SERIES, report_html.OUTCOME_SERIES):
+        drawings = [PATTERNS[s.pattern][1] for s in series]
+        assert len(set(drawings)) == len(drawings), series
+
+
+def test_markdown_has_the_numbers(inputs: dict) -> None:
+    md = inputs["tmp"] / "r.md"
+    r = _report(inputs, "--md", str(md))
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    t, rc, pr = inputs["triage"]["summary"], inputs["receipt"]["summary"], inputs["profile"]
+    assert f"| **all** | {t['by_verdict']['runnable']} | {t['by_verdict']['blocked']} | " \
+           f"{t['by_verdict']['defective']} | {t['total']} |" in text
+    assert f"# Probe: {rc['total']} tasks, {rc['kept']} kept, {rc['dropped']} dropped" in text
+    for band, n in pr["counts"].items():
+        assert f"| {band} | {n} |" in text
+    assert text == render_markdown(inputs["triage"], inputs["receipt"], inputs["profile"])
+    # the library call for dataset cards: headings one level down
+    card = render_markdown(profile=pr, level=2)
+    assert card.startswith("## shinken report") and "### Profile" in card and "Triage" not in card
+    assert shinken("report", "--profile", str(inputs["paths"]["profile"]), "--md", "-").stdout == render_markdown(profile=pr)
+
+
+def test_tiers_are_counted_when_the_receipt_has_them(inputs: dict, tmp_path: Path) -> None:
+    receipt = json.loads(json.dumps(inputs["receipt"]))
+    for line in receipt["tasks"]:
+        line["tier"] = {"kept": "relaunch"}.get(line["outcome"])
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    r = shinken("report", "--receipt", str(path), "--md", "-")
+    kept = receipt["summary"]["kept"]
+    assert f"| relaunch | {kept} |" in r.stdout and f"| none | {receipt['summary']['dropped']} |" in r.stdout
+    assert "not recorded" in shinken("report", "--receipt", str(inputs["paths"]["receipt"]), "--md", "-").stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--html", "{tmp}/r.html"], "nothing to report"),
+    (["--triage", "{triage}"], "no output"),
+    (["--triage", "{tmp}/missing.json", "--md", "-"], "cannot read the triage report"),
+    (["--triage", "{profile}", "--md", "-"], "not a triage report"),
+    (["--profile", "{triage}", "--md", "-"], "not a profile"),
+    (["--receipt", "{demo}/hello-file/reward.py", "--md", "-"], "not JSON"),
+    (["--bogus"], "No such option"),
+])
+def test_bad_input_is_one_line_and_exit_2(inputs: dict, tmp_path: Path, args: list[str], message: str) -> None:
+    subst = {"tmp": str(tmp_path), "triage": str(inputs["paths"]["triage"]), "profile": str(inputs["paths"]["profile"]),
+             "demo": str(REPO / "demo")}
+    r = shinken("report", *(a.format(**subst) for a in args))
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
