@@ -185,10 +185,12 @@ def read_file(path: Path) -> list[Outcome]:
             status, kind = "failed", str(doc.get(FAILURE_CLASS) or doc.get("failure_kind") or "failed")
             key = f"fail:{slot}" if slot else "fail:" + hashlib.sha256(raw).hexdigest()
         else:
-            masked = bool(doc.get("mask_sample")) or reward is None
+            if reward is None or output is None:
+                raise ShinkenError(f"{path}:{n}: not a NeMo Gym rollout (a verify response has a reward and a "
+                                   "response); is this a dataset file? pass the rollouts JSONL `gym eval run` wrote")
+            masked = bool(doc.get("mask_sample"))
             status = "masked" if masked else "scored"
-            kind = (str(doc.get("failure_kind") or ("no_reward" if reward is None else "masked"))
-                    if masked else None)
+            kind = str(doc.get("failure_kind") or "masked") if masked else None
             rid = response.get("id")
             key = f"resp:{rid}" if isinstance(rid, str) and rid else "sha:" + hashlib.sha256(raw).hexdigest()
         bh = doc.get("bundle_hash")

@@ -55,6 +55,16 @@ USAGE_ERRORS = {
                                      "--no-cache", "--report", "/proc/shinken-test/r.json"], "cannot write"),
     "image build: no ca bundle": (["image", "build", "linux", "--ca-bundle", NOPE], "--ca-bundle"),
     "download: no archive": (["download", "--archive", NOPE, "--dest", "/tmp/shinken-test-x"], NOPE),
+    "profile: missing rollouts": (["profile"], "Missing argument"),
+    "profile: missing task root": (["profile", DEMO, "--out", "/tmp/shinken-test-p"], "Missing option '--task-root'"),
+    "profile: no rollouts": (["profile", NOPE, "--task-root", DEMO, "--out", "/tmp/shinken-test-p"], NOPE),
+    "profile: bad band": (["profile", DEMO, "--task-root", DEMO, "--out", "/tmp/shinken-test-p", "--min-pass", "0.9",
+                           "--max-pass", "0.1"], "--min-pass"),
+    "profile: show -1": (["profile", DEMO, "--task-root", DEMO, "--out", "/tmp/shinken-test-p", "--show", "-1"], "--show"),
+    "report: nothing to report": (["report", "--html", "/tmp/shinken-test-r.html"], "nothing to report"),
+    "report: no output": (["report", "--triage", NOPE], "no output"),
+    "report: no triage report": (["report", "--triage", NOPE, "--md", "-"], NOPE),
+    "report: unknown option": (["report", "--bogus"], "No such option: --bogus"),
 }
 
 

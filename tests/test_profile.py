@@ -16,7 +16,7 @@ from shinken.errors import ShinkenError
 from shinken.profile.bands import Settings, band_of, control_sample
 from shinken.profile.rollouts import merge, read_file
 from shinken.schemas import check_with_jsonschema
-from shinken.workspace.writer import read_ids
+from shinken.bundles.selection import read_task_ids as read_ids
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "demo"
@@ -154,7 +154,8 @@ def test_receipt_lists_unmeasured_kept_tasks_and_their_tier(tmp_path: Path) -> N
     ([], "Missing argument"),
     (["{run1}", "--out", "{tmp}/p"], "Missing option '--task-root'"),
     (["{tmp}/nope.jsonl", "--task-root", "{demo}", "--out", "{tmp}/p"], "no such rollouts file or folder"),
-    (["{demo}/hello-file/config.json", "--task-root", "{demo}", "--out", "{tmp}/p"], "not a NeMo Gym rollout"),
+    (["{rows}", "--task-root", "{demo}", "--out", "{tmp}/p"], "not a NeMo Gym rollout"),
+    (["{demo}/hello-file/config.json", "--task-root", "{demo}", "--out", "{tmp}/p"], "not JSON"),
     (["{demo}/hello-file/reward.py", "--task-root", "{demo}", "--out", "{tmp}/p"], "not JSON"),
     (["{run1}", "--task-root", "{tmp}", "--out", "{tmp}/p"], "are not in the task root"),
     (["{run1}", "--task-root", "{tmp}/none", "--out", "{tmp}/p"], "task root is not a folder"),
@@ -164,7 +165,9 @@ def test_receipt_lists_unmeasured_kept_tasks_and_their_tier(tmp_path: Path) -> N
     (["{run1}", "--task-root", "{demo}", "--out", "{tmp}/p", "--min-rollouts", "0"], "at least 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
-    subst = {"run1": str(RUN1), "tmp": str(tmp_path), "demo": str(DEMO)}
+    rows = tmp_path / "rows.jsonl"  # dataset rows, not rollouts
+    rows.write_bytes((RUN1.parent / "rollouts_materialized_inputs.jsonl").read_bytes())
+    subst = {"run1": str(RUN1), "tmp": str(tmp_path), "demo": str(DEMO), "rows": str(rows)}
     r = shinken("profile", *(a.format(**subst) for a in args))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert message in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -34,7 +34,7 @@ def shinken(*args: str) -> subprocess.CompletedProcess:
 def inputs(tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp("report")
     triage = tmp / "triage.json"
-    r = shinken("triage", str(REPO / "demo"), "--manifest", str(DATA / "triage_manifest.json"), "--json", str(triage),
+    r = shinken("triage", str(REPO / "demo"), "--manifest", str(DATA / "triage_manifest.json"), "--report", str(triage),
                 "--no-cache")
     assert r.returncode == 0, r.stderr
     r = shinken("profile", str(RUNS), "--task-root", str(REPO / "demo"), "--out", str(tmp / "profile"))
