@@ -40,9 +40,9 @@ def profile(
     control.json (a seeded sample of the measured tasks, as many as the band); both id files
     work with `make-workspace --ids`. Masked rollouts are excluded, never scored as failures.
     """
-    from shinken.profile.bands import Settings
-    from shinken.profile.display import render
-    from shinken.profile.run import BAND_FILE, CONTROL_FILE, OUTCOMES_FILE, PROFILE_FILE, ProfileRequest, \
+    from shinken.profiles.bands import Settings
+    from shinken.profiles.display import render
+    from shinken.profiles.run import BAND_FILE, CONTROL_FILE, OUTCOMES_FILE, PROFILE_FILE, ProfileRequest, \
         outcomes_jsonl, run_profile
     from shinken.schemas import write_bytes, write_json
 

@@ -29,8 +29,8 @@ def report(
     is opened, so it can be attached anywhere); every figure shows its numbers and reads
     without colour. Markdown is for terminals and dataset cards. Any of the three inputs.
     """
-    from shinken.profile.documents import read_document
-    from shinken.profile.run import PROFILE_FILE
+    from shinken.profiles.documents import read_document
+    from shinken.profiles.run import PROFILE_FILE
     from shinken.report.figures import figures
     from shinken.report.html import render_html_figures
     from shinken.report.markdown import render_figures

@@ -8,7 +8,7 @@ from html import escape
 from typing import Any, Sequence
 
 from shinken import __version__
-from shinken.profile.bands import BANDS
+from shinken.profiles.bands import BANDS
 from shinken.report import svg
 from shinken.report.figures import VERDICTS, Figures, Row, figures
 from shinken.report.svg import Series

@@ -51,8 +51,8 @@ def render_figures(f: Figures, level: int = 1) -> str:
             out += _table(["drop reason", "tasks", ""], [[f"`{k}`", n, _bar(n, most)] for k, n in p.by_reason.items()])
         out += [f"{h}## Time per stage (seconds)", ""]
         out += _table(["stage", "n", "p50", "p90", "max"],
-                      [[x.label, x.n, *(_s(x.quantile(q)) for q in (0.5, 0.9, 1.0))] if x.n else [x.label, 0, "-", "-", "-"]
-                       for x in p.timings])
+                      [[x.label, x.n, *(_s(x.quantile(q)) for q in (0.5, 0.9, 1.0))] if x.n
+                       else [f"{x.label}: {x.empty}", 0, "-", "-", "-"] for x in p.timings])
         if p.tiers is not None:
             out += [f"{h}## Start-state tiers", ""]
             out += _table(["tier", "tasks"], [[k, n] for k, n in p.tiers.items()])

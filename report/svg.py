@@ -140,7 +140,7 @@ def timing_strips(timings: Sequence[Timing], key: str, label: str, width: int = 
         y = 10 + i * row_h
         body.append(_text(LABEL_W - 6, y + 16, t.label, anchor="end"))
         if not t.n:
-            body.append(_text(LABEL_W, y + 16, "no measurements"))
+            body.append(_text(LABEL_W, y + 16, t.empty))
             continue
         top = t.quantile(1.0) or 1.0
         x_of = lambda v: LABEL_W + plot_w * v / top  # noqa: E731

@@ -210,3 +210,17 @@ def image_stats(browser: Browser, png: bytes) -> dict[str, Any]:
       };
       img.src = 'data:image/png;base64,""" + data + """';
     })""")
+
+
+if __name__ == "__main__":  # python tests/browser.py PAGE.html OUT.png: a full-page screenshot
+    import sys
+
+    binary = chromium_path()
+    if binary is None:
+        sys.exit("chromium is not installed; run scripts/setup.sh")
+    with Browser(binary) as b:
+        shot = open_page(b, Path(sys.argv[1]))
+    if shot.problems:
+        sys.exit(f"the page has problems: {shot.problems}")
+    Path(sys.argv[2]).write_bytes(shot.png)
+    print(f"{sys.argv[2]}: {shot.width}x{shot.height}")

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from shinken.errors import ShinkenError
-from shinken.profile.bands import Settings, band_of, control_sample
-from shinken.profile.rollouts import merge, read_file
+from shinken.profiles.bands import Settings, band_of, control_sample
+from shinken.profiles.rollouts import merge, read_file
 from shinken.schemas import check_with_jsonschema
 from shinken.bundles.selection import read_task_ids as read_ids
 

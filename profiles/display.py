@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from shinken.profile.bands import BANDS
+from shinken.profiles.bands import BANDS
 
 
 def _num(v: float | None, fmt: str = "{:.2f}") -> str:

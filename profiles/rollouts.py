@@ -97,22 +97,25 @@ def expand_inputs(paths: list[Path]) -> list[Path]:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(line number, raw bytes, document) per non-blank line, streamed: rollout files of a
+    release-sized run are gigabytes."""
     try:
-        data = path.read_bytes()
+        fh = path.open("rb")
     except OSError as exc:
         raise ShinkenError(f"{path}: cannot read the rollouts file ({exc.strerror})") from None
-    for n, raw in enumerate(data.splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise ShinkenError(f"{path}:{n}: not JSON ({exc}); pass the rollouts JSONL `gym eval run` wrote") from None
-        problem = validation_error("gym_rollout", doc)
-        if problem:
-            raise ShinkenError(f"{path}:{n}: not a NeMo Gym rollout ({problem}); pass the rollouts JSONL "
-                               "`gym eval run` wrote")
-        yield n, raw, doc
+    with fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise ShinkenError(f"{path}:{n}: not JSON ({exc}); pass the rollouts JSONL `gym eval run` wrote") from None
+            problem = validation_error("gym_rollout", doc)
+            if problem:
+                raise ShinkenError(f"{path}:{n}: not a NeMo Gym rollout ({problem}); pass the rollouts JSONL "
+                                   "`gym eval run` wrote")
+            yield n, raw.rstrip(b"\r\n"), doc
 
 
 def _task_index_names(main: Path) -> dict[int, str]:

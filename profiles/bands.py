@@ -17,7 +17,7 @@ from statistics import fmean, pvariance
 from typing import Any, Iterable
 
 from shinken.errors import ShinkenError
-from shinken.profile.rollouts import Outcome
+from shinken.profiles.rollouts import Outcome
 
 BANDS = ("too_easy", "band", "too_hard", "insufficient")
 PASS_TOLERANCE = 1e-6  # rewards are printed with a few decimals; 0.9999995 passes a 1.0 threshold

@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 
 from shinken.errors import ShinkenError
-from shinken.profile import documents
-from shinken.profile.bands import BANDS, Settings, TaskInfo, profile_tasks
-from shinken.profile.rollouts import Outcome, expand_inputs, merge, read_file
+from shinken.profiles import documents
+from shinken.profiles.bands import BANDS, Settings, TaskInfo, profile_tasks
+from shinken.profiles.rollouts import Outcome, expand_inputs, merge, read_file
 from shinken.schemas import check_own, validation_error
 
 SCHEMA_ID = "shinken.profile/1"
