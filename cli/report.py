@@ -16,6 +16,15 @@ EXAMPLES = [
 ]
 
 
+def _shown(path: Path) -> str:
+    """The input's path as the page shows it: relative to the working folder when inside it."""
+    full = path.resolve()
+    try:
+        return str(full.relative_to(Path.cwd()))
+    except ValueError:
+        return str(full)
+
+
 def report(
     triage: Annotated[Optional[Path], typer.Option("--triage", help="Triage report (`shinken triage --report`).")] = None,
     receipt: Annotated[Optional[Path], typer.Option("--receipt", help="Probe receipt (`shinken probe --receipt`).")] = None,
@@ -44,7 +53,7 @@ def report(
         profile = profile / PROFILE_FILE
     inputs = {"triage": (triage, "triage"), "receipt": (receipt, "probe_receipt"), "profile": (profile, "profile")}
     docs = {name: read_document(path, schema) if path else None for name, (path, schema) in inputs.items()}
-    sources = {name: str(path.resolve()) for name, (path, _) in inputs.items() if path}
+    sources = {name: _shown(path) for name, (path, _) in inputs.items() if path}
     f = figures(docs["triage"], docs["receipt"], docs["profile"], sources)
     output = Output()
     if html:

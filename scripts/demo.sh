@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The main job over the demo bundles shipped in demo/: triage -> probe -> make-workspace.
-# Reports land in out/demo/ (triage.json, receipt.json); the NeMo Gym workspace goes
-# outside the source tree (Gym would mistake the repo for a Gym checkout):
-# ~/shinken-demo-workspace unless WORKSPACE says otherwise.
+# The main job over the demo bundles shipped in demo/: triage -> probe -> make-workspace
+# [-> profile] -> report. Reports land in out/demo/ (triage.json, receipt.json, report.html,
+# report.md); the NeMo Gym workspace goes outside the source tree (Gym would mistake the repo
+# for a Gym checkout): ~/shinken-demo-workspace unless WORKSPACE says otherwise.
+# After collecting rollouts of the workspace (gym eval run --num-repeats K, or, without a
+# model, scripts/demo-rollouts.sh), ROLLOUTS=<their file or folder> adds the profile step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,3 +19,10 @@ set -x
   --state-fidelity filesystem --run-dir "$OUT/probe-run"
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --image "$IMAGE" --force
+if [ -n "${ROLLOUTS:-}" ]; then
+  "$S" profile $ROLLOUTS --task-root demo --receipt "$OUT/receipt.json" --out "$OUT/profile"
+fi
+PROFILE=()
+[ -f "$OUT/profile/profile.json" ] && PROFILE=(--profile "$OUT/profile")
+"$S" report --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" "${PROFILE[@]}" \
+  --html "$OUT/report.html" --md "$OUT/report.md"

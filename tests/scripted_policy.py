@@ -16,12 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 Call = tuple[str, dict[str, Any]]
 History = list[tuple[str, str]]  # (tool name, tool output) of the calls made so far
@@ -88,10 +89,36 @@ def _closed(observation: str) -> bool:
         line.lstrip().startswith("-") and 'dialog "Shinken"' in line for line in observation.splitlines())
 
 
-SCRIPTS = {"hello-file": hello_file, "zenity-entry": zenity_entry}
+def zero_signal(history: History) -> Call | None:
+    # The set-up state already scores 1.0: nothing to do.
+    return None if history else ("computer_done", {})
+
+
+SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
+
+
+def fill_totals(formula: str) -> str:
+    """A shell command that sets column D of /home/user/sales.xlsx to `formula` (Python over
+    the row's quantity q and unit price p) in every data row."""
+    code = ('from openpyxl import load_workbook; wb = load_workbook("/home/user/sales.xlsx"); ws = wb["Sales"]\n'
+            "for r in range(2, ws.max_row + 1):\n"
+            f"    q, p = ws.cell(r, 2).value, ws.cell(r, 3).value; ws.cell(r, 4).value = {formula}\n"
+            'wb.save("/home/user/sales.xlsx")')
+    return f"python3 -c {shlex.quote(code)}"
+
+
+def spreadsheet(history: History) -> Call | None:
+    steps: list[Call] = [("computer_exec", {"command": fill_totals("q * p")}), ("computer_done", {})]
+    return steps[len(history)] if len(history) < len(steps) else None
+
+
+SCRIPTS = {"hello-file": hello_file, "zenity-entry": zenity_entry, "zero-signal": zero_signal,
+           SPREADSHEET: spreadsheet}
 # The calls each script makes when nothing needs waiting for (what tests expect at least).
 FINAL_CALLS = {
     "hello-file": ["computer_exec", "computer_done"],
+    "zero-signal": ["computer_done"],
+    SPREADSHEET: ["computer_exec", "computer_done"],
     "zenity-entry": ["computer_click", "computer_type_text", "computer_observe", "computer_key", "computer_observe",
                      "computer_done"],
 }
@@ -100,6 +127,8 @@ FINAL_CALLS = {
 MATCH = {
     "hello-file": "/home/user/hello.txt",
     "zenity-entry": "Ada Lovelace",
+    "zero-signal": "/home/user/readme.txt",
+    SPREADSHEET: "/home/user/sales.xlsx",
 }
 
 
@@ -134,11 +163,14 @@ def next_call(input_items: list[dict[str, Any]]) -> tuple[str, Call | None]:
     return task, SCRIPTS[task](history(input_items))
 
 
-def response_for(body: dict[str, Any]) -> dict[str, Any]:
+Decide = Callable[[list[dict[str, Any]]], tuple[str, "Call | None"]]
+
+
+def response_for(body: dict[str, Any], decide: Decide = next_call) -> dict[str, Any]:
     input_items = body.get("input") or []
     if isinstance(input_items, str):
         input_items = [{"role": "user", "content": input_items}]
-    task, call = next_call(input_items)
+    task, call = decide(input_items)
     if call is None:
         item = {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "role": "assistant", "status": "completed",
                 "content": [{"type": "output_text", "text": f"{task}: done", "annotations": []}]}
@@ -162,9 +194,11 @@ def response_for(body: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class PolicyServer:
-    """The HTTP server on 127.0.0.1; `calls` records (task, tool name or None) per request."""
+    """The HTTP server on 127.0.0.1; `calls` records (task, tool name or None) per request.
+    `decide` picks each reply (the scripts above by default; a test may swap in another)."""
 
     port: int = 0
+    decide: Decide = next_call
     calls: list[tuple[str, str | None]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -195,7 +229,7 @@ class PolicyServer:
                     return
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                    doc = response_for(body)
+                    doc = response_for(body, policy.decide)
                     item = doc["output"][0]
                     policy.calls.append((task_of(body.get("input") or []), item.get("name")))
                     self._send(200, doc)
