@@ -26,7 +26,8 @@ from pathlib import Path
 from shinken.bundles.loader import load_bundle
 from shinken.images.build import ensure_image
 from shinken.sandbox.api import InfraError
-from shinken.sandbox.docker_provider import DockerProvider, _Box, _Ids
+from shinken.sandbox.container import remove_container
+from shinken.sandbox.docker_provider import DockerProvider
 from shinken.sandbox.ownership import labels_for
 from shinken.sandbox.policy import task_needs
 
@@ -75,15 +76,14 @@ def reprovision(p: DockerProvider, bundle, image_id: str, *, desktop: bool | Non
     needs = task_needs(bundle)
     if desktop is not None:
         needs = dataclasses.replace(needs, desktop=desktop)
-    cid = p._start(image_id, labels, needs.network, desktop=needs.desktop)  # same desktop start as a fork
-    box = _Box(p, cid, _Ids(), needs.network)
+    box = p.start(image_id, labels, network=needs.network, desktop=needs.desktop)  # same desktop start as a fork
     try:
         if needs.desktop:
             box.wait_desktop_boot()
         box.run_steps(bundle.setup, bundle)
         return time.perf_counter() - t0
     finally:
-        p._remove_container(cid)
+        remove_container(p.api, box.id)
 
 
 def main() -> int:

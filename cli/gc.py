@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from shinken.cli.common import JsonFlag, Output
-from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
+from shinken.errors import ShinkenError, WorkFailed
 
 SCHEMA_ID = "shinken.gc/1"
 
@@ -66,19 +66,6 @@ def _owner(label: str | None) -> str:
     return f"pid {owner.pid}" if owner.is_local() else f"pid {owner.pid}@{owner.host}"
 
 
-def _docker_client() -> Any:
-    try:
-        import docker
-
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        raise EnvironmentProblem(
-            f"Docker engine not reachable ({exc}); start dockerd (scripts/ensure-docker.sh) or set DOCKER_HOST"
-        ) from exc
-    return client
-
-
 def gc(
     force: Annotated[bool, typer.Option("--force", help="Reclaim (default is a dry run). Skips the --all prompt.")] = False,
     json_out: JsonFlag = False,
@@ -110,7 +97,9 @@ def gc(
             older_s = sandbox_gc.parse_duration(older_than)
         except ValueError as exc:
             raise ShinkenError(f"--older-than: {exc}") from exc
-    client = _docker_client()
+    from shinken.sandbox.docker_client import connect
+
+    client = connect()
 
     items = sandbox_gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
                                         label_filter=label_filter or None)

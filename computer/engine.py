@@ -30,7 +30,7 @@ from shinken.bundles.model import Bundle
 from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
-from shinken.sandbox.api import InfraError, SessionError
+from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError
 
 log = logging.getLogger("shinken.computer")
 
@@ -56,11 +56,11 @@ class VerifyResult:
 
 @dataclass
 class _GoldenEntry:
-    golden: Any
+    golden: Golden
     bundle: Bundle
     last_used: float
     refs: int = 0  # live forks made from it; an entry in use is never evicted
-    pool: Any = None
+    pool: ForkPool | None = None
 
 
 @dataclass
@@ -69,7 +69,7 @@ class _Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     generation: str | None = None
     task_id: str | None = None
-    fork: Any = None
+    fork: Fork | None = None
     ctx: ToolContext | None = None
     last_used: float = field(default_factory=time.monotonic)
     infra_failure: str | None = None  # an InfraError during a tool call: verify masks the sample
@@ -99,11 +99,13 @@ def _env_number(name: str, default: float, *, integer: bool = False) -> float:
 
 class ComputerEngine:
     def __init__(self, task_root, image, *, accept_filesystem=False, pool_size=0, idle_ttl_s=900,
-                 golden_ttl_s=3600, max_goldens=64, provider=None, maintenance_interval_s: float | None = None,
+                 golden_ttl_s=3600, max_goldens=64, provider: Provider | None = None,
+                 maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S) -> None:
         self.task_root = Path(task_root)
         self.image = image
+        self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
         self.accept_filesystem = accept_filesystem
         self.pool_size = int(pool_size)
         self.idle_ttl_s = float(idle_ttl_s)
@@ -251,7 +253,8 @@ class ComputerEngine:
                     entry.last_used = time.monotonic()
                     self._goldens.move_to_end(task_id)
                     return entry
-            golden = self.provider.ensure_golden(bundle, self.image, accept_filesystem=self.accept_filesystem)
+            golden = self.provider.ensure_golden(bundle, self._base_image_id(),
+                                                 accept_filesystem=self.accept_filesystem)
             pool = None
             if self.pool_size > 0:
                 pool = self.provider.pool(golden, self.pool_size)
@@ -262,6 +265,15 @@ class ComputerEngine:
         for tid, victim in victims:
             self._delete_golden(tid, victim)
         return entry
+
+    def _base_image_id(self) -> str:
+        with self._lock:
+            if self._image_id is not None:
+                return self._image_id
+        image_id = self.provider.resolve_image(self.image)
+        with self._lock:
+            self._image_id = self._image_id or image_id
+            return self._image_id
 
     def _lru_victims(self) -> list[tuple[str, _GoldenEntry]]:
         """Unreferenced goldens beyond max_goldens, least recently used first (caller holds _lock)."""
@@ -293,7 +305,7 @@ class ComputerEngine:
         if entry.pool is not None:
             self._try_delete(f"pool of {task_id}", entry.pool.close)
         golden = entry.golden
-        self._try_delete(f"golden {getattr(golden, 'tag', task_id)}", lambda: self.provider.delete_golden(golden))
+        self._try_delete(f"golden {golden.tag}", lambda: self.provider.delete_golden(golden))
 
     def _try_delete(self, what: str, action: Callable[[], None]) -> None:
         """Delete now; on failure queue it for bounded retries (never silently dropped)."""
@@ -419,10 +431,10 @@ class ComputerEngine:
                     res = sess.fork.run_reward(bundle)
                 except (InfraError, SessionError) as exc:
                     return VerifyResult(0.0, True, "infra", f"{type(exc).__name__}: {exc}", "")
-                except Exception as exc:  # SetupError from postconfig and the like
-                    kind = "postconfig" if type(exc).__name__ == "SetupError" else "verify_error"
-                    tail = getattr(exc, "output_tail", "") or ""
-                    return VerifyResult(0.0, True, kind, f"{type(exc).__name__}: {exc}", tail)
+                except SetupError as exc:  # evaluator.postconfig failed
+                    return VerifyResult(0.0, True, "postconfig", f"{type(exc).__name__}: {exc}", exc.output_tail)
+                except Exception as exc:  # noqa: BLE001 - a broken reward run masks the sample, never crashes the server
+                    return VerifyResult(0.0, True, "verify_error", f"{type(exc).__name__}: {exc}", "")
                 finally:
                     sess.last_used = time.monotonic()
                 if res.error is None and res.reward is not None:
@@ -471,7 +483,7 @@ class ComputerEngine:
         sess.fork = sess.ctx = sess.generation = sess.task_id = None
         sess.infra_failure = None
         if fork is not None:
-            self._try_delete(f"fork {getattr(fork, 'id', '?')[:12]}", fork.close)
+            self._try_delete(f"fork {fork.id[:12]}", fork.close)
             self._release_golden(task_id)
 
     def _remove(self, sess: _Session) -> None:
@@ -520,21 +532,20 @@ class ComputerEngine:
 
     def _gc_dead_owners(self) -> None:
         """Reclaim forks that dead processes (earlier servers) left behind."""
-        try:
-            from shinken.sandbox import gc
-        except ImportError:
-            return
-        client = getattr(self.provider, "client", None)
-        if client is None:
-            return
+        from shinken.sandbox import gc
+        from shinken.sandbox.docker_provider import DockerProvider
+
+        if not isinstance(self.provider, DockerProvider):
+            return  # gc reads Docker labels; another provider reclaims its own way
+        client = self.provider.client
         try:
             items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False)
-            items = [i for i in items if getattr(i, "kind", None) in ("fork", "pool")]
+            items = [i for i in items if i.kind in ("fork", "pool")]
             if items:
                 reclaimed, failed = gc.reclaim(client, items)
                 self.stats["gc_reclaimed"] += len(reclaimed)
                 for f in failed:
-                    log.warning("gc could not reclaim %s: %s", getattr(f, "id", "?"), getattr(f, "reason", f))
+                    log.warning("gc could not reclaim %s: %s", f.id, f.error)
         except Exception:  # noqa: BLE001
             log.exception("gc of dead owners' forks failed")
 
@@ -561,7 +572,7 @@ class ComputerEngine:
             if entry.pool is not None:
                 self._try_delete(f"pool of {tid}", entry.pool.close)
             if not self.keep_goldens_on_close:
-                self._try_delete(f"golden {getattr(entry.golden, 'tag', tid)}",
+                self._try_delete(f"golden {entry.golden.tag}",
                                  lambda g=entry.golden: self.provider.delete_golden(g))
         for _ in range(3):
             if not self.retry_deletions(batch=len(self._pending) or 1):

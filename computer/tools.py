@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shinken.computer import a11y
-from shinken.sandbox.api import InfraError
+from shinken.sandbox.api import Fork, InfraError
 
 OBSERVE, CLICK, TYPE_TEXT, KEY, EXEC, DONE = (
     "computer_observe", "computer_click", "computer_type_text", "computer_key", "computer_exec",
@@ -116,7 +116,7 @@ SCREEN_MAX = 16_384
 class ToolContext:
     """Per-rollout state: the fork, the a11y id map and the last observation (for diffs)."""
 
-    fork: Any  # shinken.sandbox.docker_provider.DockerFork
+    fork: Fork
     ids: a11y.IdMap = field(default_factory=a11y.IdMap)
     last_lines: dict[str, str] | None = None  # id -> rendered line of the last observation
     done: bool = False
@@ -124,7 +124,7 @@ class ToolContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def new_context(fork: Any) -> ToolContext:
+def new_context(fork: Fork) -> ToolContext:
     return ToolContext(fork=fork)
 
 

@@ -30,9 +30,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from shinken.errors import EnvironmentProblem, ShinkenError
+
+if TYPE_CHECKING:  # docker is imported where it is used: `shinken --help` reads DEFAULT_IMAGE from here
+    from docker import DockerClient
 
 IMAGES_DIR = Path(__file__).resolve().parent
 GUEST_DIR = IMAGES_DIR / "guest"
@@ -63,17 +66,10 @@ def _cache_dir() -> Path:
     return root / "shinken"
 
 
-def _client(client=None):
-    if client is not None:
-        return client
-    import docker
+def _client(client: DockerClient | None = None) -> DockerClient:
+    from shinken.sandbox.docker_client import connect
 
-    try:
-        c = docker.from_env()
-        c.ping()
-    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
-        raise EnvironmentProblem(f"Docker engine not reachable ({exc}); start it (scripts/ensure-docker.sh)") from exc
-    return c
+    return client if client is not None else connect()
 
 
 def _say(progress: Progress | None, line: str) -> None:
@@ -95,13 +91,10 @@ def _build_lock(name: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _image_id(client, ref: str) -> str | None:
-    import docker.errors
+def _image_id(client: DockerClient, ref: str) -> str | None:
+    from shinken.sandbox.docker_client import find_image
 
-    try:
-        return client.images.get(ref).id
-    except docker.errors.ImageNotFound:
-        return None
+    return find_image(client, ref)
 
 
 def _tag_latest(client, image_id: str, repo: str) -> None:

@@ -15,6 +15,7 @@ import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.images.build import GUEST_DIR, _cache_dir, _client
+from shinken.sandbox.docker_client import resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error
 
@@ -29,30 +30,21 @@ def cache_path(image_id: str) -> Path:
 def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[str, Any]:
     """The validated manifest of `image_ref` (tag or id). Raises EnvironmentProblem when the
     image is missing or the probe container fails."""
-    import docker.errors
-
     client = _client(client)
-    try:
-        image = client.images.get(image_ref)
-    except docker.errors.ImageNotFound:
-        raise EnvironmentProblem(
-            f"image {image_ref} not found; build it with `shinken image build` or pass an existing image"
-        ) from None
-    except docker.errors.APIError as exc:
-        raise EnvironmentProblem(f"cannot look up image {image_ref}: {exc}") from exc
-    path = cache_path(image.id)
+    image_id = resolve_image(client, image_ref)
+    path = cache_path(image_id)
     if not refresh and path.is_file():
         try:
             cached = orjson.loads(path.read_bytes())
-            if validation_error("capabilities", cached) is None and cached["image"]["id"] == image.id:
+            if validation_error("capabilities", cached) is None and cached["image"]["id"] == image_id:
                 cached["image"]["ref"] = image_ref
                 return cached
         except (orjson.JSONDecodeError, KeyError, TypeError):
             pass  # a damaged cache entry is simply regenerated
-    probe = _probe(client, image.id, image_ref)
+    probe = _probe(client, image_id, image_ref)
     manifest = {
         "schema": SCHEMA,
-        "image": {"ref": image_ref, "id": image.id},
+        "image": {"ref": image_ref, "id": image_id},
         **{k: v for k, v in probe.items() if k != "schema"},
         "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

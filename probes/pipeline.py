@@ -17,7 +17,7 @@ import orjson
 from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
 from shinken.bundles.selection import read_task_ids
-from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.errors import ShinkenError
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
 from shinken.probes.receipts import ReceiptLog
 from shinken.probes.report import build_receipt
@@ -86,20 +86,12 @@ def default_run_dir(task_root: Path, image: str) -> Path:
 
 
 def resolve_image(image: str) -> str:
-    import docker
-    import docker.errors
+    """The id `image` names at the start of the run; every golden of the run is built on it."""
+    from shinken.sandbox.docker_client import connect, resolve_image as resolve
 
+    client = connect(timeout=30)
     try:
-        client = docker.from_env(timeout=30)
-        client.ping()
-    except Exception as exc:  # noqa: BLE001
-        raise EnvironmentProblem(f"Docker engine not reachable ({exc}); start it (scripts/ensure-docker.sh)") from None
-    try:
-        return client.images.get(image).id
-    except docker.errors.ImageNotFound:
-        raise EnvironmentProblem(f"image {image} not found; build it with `shinken image build`") from None
-    except docker.errors.DockerException as exc:
-        raise EnvironmentProblem(f"cannot inspect image {image}: {exc}") from None
+        return resolve(client, image)
     finally:
         client.close()
 

@@ -18,6 +18,7 @@ import orjson
 
 from shinken.bundles.model import Bundle
 from shinken.probes.receipts import LINE_SCHEMA
+from shinken.sandbox.api import FidelityError, Golden, Provider, RewardResult, SetupError
 
 REASONS = (
     "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
@@ -138,39 +139,13 @@ def is_infra(exc: BaseException) -> bool:
     """Engine trouble rather than task trouble. The sandbox maps Docker failures to
     InfraError; raw SDK/transport errors that slip through count as infra too, so an
     engine hiccup can never drop a task."""
+    import docker.errors
+    import requests.exceptions
+
     from shinken.sandbox.api import InfraError
 
-    if isinstance(exc, InfraError):
-        return True
-    try:
-        import docker.errors
-        import requests.exceptions
-
-        return isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException,
-                                ConnectionError))
-    except ImportError:  # pragma: no cover
-        return isinstance(exc, ConnectionError)
-
-
-def wait_for_engine(deadline_s: float, stop: threading.Event | None = None) -> bool:
-    """Block until the Docker engine (DOCKER_HOST) answers a ping or the time is up."""
-    import docker
-
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if stop is not None and stop.is_set():
-            return False
-        try:
-            client = docker.from_env(timeout=5)
-            try:
-                if client.ping():
-                    return True
-            finally:
-                client.close()
-        except Exception:
-            pass
-        time.sleep(0.5)
-    return False
+    return isinstance(exc, (InfraError, docker.errors.DockerException, requests.exceptions.RequestException,
+                            ConnectionError))
 
 
 def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, *, reason: str | None,
@@ -213,7 +188,7 @@ def verdict_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
                  att=None, attempts=0, infra_errors=[], total_s=0.0)
 
 
-def _check_reward(rr: Any, what: str) -> float:
+def _check_reward(rr: RewardResult, what: str) -> float:
     if rr.error == "timeout":
         raise _Verdict("reward_timeout", f"{what}: reward.py did not finish in time; {_tail(rr.output_tail)}")
     if rr.error is not None or rr.reward is None:
@@ -221,10 +196,9 @@ def _check_reward(rr: Any, what: str) -> float:
     return float(rr.reward)
 
 
-def _noop_probe(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, k: int) -> tuple[float, float, Any]:
+def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig,
+                k: int) -> tuple[float, float, RewardResult]:
     """One no-op probe on its own fork: fork (with post-fork replay), postconfig + reward."""
-    from shinken.sandbox.api import SetupError
-
     t0 = time.monotonic()
     try:
         fork = provider.fork(golden)
@@ -241,25 +215,22 @@ def _noop_probe(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, k:
         cleanup_later(fork.close)
 
 
-def _setup_detail(exc: BaseException) -> str:
+def _setup_detail(exc: SetupError) -> str:
     parts = [str(exc)]
-    tail = getattr(exc, "output_tail", None)
-    if tail:
-        parts.append(_tail(tail, 200))
+    if exc.output_tail:
+        parts.append(_tail(exc.output_tail, 200))
     return "; ".join(p for p in parts if p)
 
 
-def _replay(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, ro: Rollout) -> dict[str, Any]:
+def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, ro: Rollout) -> dict[str, Any]:
     """Replay a recorded rollout on a fresh fork through the workspace server's own tool
     implementation, then score it."""
     from shinken.computer.tools import new_context, run_tool
-    from shinken.sandbox.api import SetupError
 
     try:
         fork = provider.fork(golden)
     except SetupError as exc:
         raise _Verdict("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
-    ctx = None
     try:
         ctx = new_context(fork)
         for call in ro.calls:
@@ -273,27 +244,24 @@ def _replay(provider: Any, golden: Any, bundle: Bundle, cfg: ProbeConfig, ro: Ro
         return {"rollout": ro.index, "recorded": ro.reward, "reward": rr.reward, "match": bool(match),
                 "calls": len(ro.calls), "error": err}
     finally:
-        close = getattr(ctx, "close", None)
-        if callable(close):
-            _quietly(close)
         cleanup_later(fork.close)
 
 
-def _attempt(provider: Any, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
-    from shinken.sandbox.api import FidelityError, SetupError
-
+def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
     t0 = time.monotonic()
     try:
-        golden = provider.ensure_golden(bundle, cfg.image, accept_filesystem=cfg.accept_filesystem,
+        # The id resolved once at the start of the run: the receipt's image_id is what the
+        # golden is built on, even if the tag is moved (an image rebuild) meanwhile.
+        golden = provider.ensure_golden(bundle, cfg.image_id, accept_filesystem=cfg.accept_filesystem,
                                         setup_timeout=cfg.setup_timeout)
     except FidelityError as exc:
         raise _Verdict("fidelity", str(exc) or "task needs process-memory state; pass --state-fidelity filesystem") from None
     except SetupError as exc:
         raise _Verdict("setup_error", _setup_detail(exc)) from None
     att.golden_build_s = time.monotonic() - t0
-    att.golden_reused = bool(getattr(golden, "reused", False))
-    att.golden_tag = getattr(golden, "tag", None)
-    att.lost_processes = list(getattr(golden, "lost_processes", []) or [])
+    att.golden_reused = golden.reused
+    att.golden_tag = golden.tag
+    att.lost_processes = list(golden.lost_processes)
 
     k = max(1, cfg.repeats)
     with ThreadPoolExecutor(max_workers=min(k, MAX_PARALLEL_FORKS), thread_name_prefix="fork") as pool:
@@ -337,11 +305,11 @@ def _attempt(provider: Any, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Ro
                        f"{len(bad)}/{len(att.replay)} replays differ; rollout {r['rollout']} recorded {r['recorded']}, {why}")
 
 
-ProviderFactory = Callable[[], Any]
+ProviderFactory = Callable[[], Provider]
 
 
 def default_provider_factory(run_id: str | None) -> ProviderFactory:
-    def make() -> Any:
+    def make() -> Provider:
         from shinken.sandbox.docker_provider import DockerProvider
 
         return DockerProvider(run_id=run_id)
@@ -393,6 +361,8 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
                 if on_retry is not None:
                     on_retry(bundle.id, attempts, infra_errors[-1])
                 time.sleep(min(cfg.backoff_s * 2 ** (attempts - 1), 15.0))
+                from shinken.sandbox.docker_client import wait_for_engine
+
                 wait_for_engine(cfg.engine_wait_s, stop)
                 continue
         finally:

@@ -1,4 +1,5 @@
-"""The sandbox contract: result types, typed errors and the reward-output parser.
+"""The sandbox contract: result types, typed errors, the Provider / Fork / ForkPool
+protocols every caller codes against, and the reward-output parser.
 
 No Docker import here, so probe / gc / workspace code can depend on these types
 without pulling in an engine."""
@@ -8,9 +9,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from shinken.bundles.model import SetupStep
+from shinken.bundles.model import Bundle, SetupStep
+from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, ShinkenError
 
 OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
 
@@ -43,13 +45,25 @@ class ExecResult:
         return self.oom_kills > 0 or self.pids_limit_hits > 0
 
 
-class SandboxError(Exception):
-    """Base of every sandbox failure."""
+class SandboxError(ShinkenError):
+    """Base of every sandbox failure (a ShinkenError: one root, one line in the CLI)."""
+
+    exit_code = EXIT_FAILED
 
 
-class InfraError(SandboxError):
+class InfraError(SandboxError, EnvironmentProblem):
     """The engine failed (API error, daemon gone, container vanished). Retryable; never
     evidence against a task."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class EngineUnreachable(InfraError):
+    """No Docker engine answers (not started, restarting, wrong DOCKER_HOST)."""
+
+
+class ImageMissing(InfraError):
+    """The task image is not there (not built, or removed meanwhile)."""
 
 
 class SetupError(SandboxError):
@@ -131,6 +145,66 @@ class Golden:
             "reused": self.reused,
             "state_fidelity": self.state_fidelity,
         }
+
+
+# --- what callers code against (sandbox.docker_provider implements it) ----------------
+
+class Fork(Protocol):
+    """A disposable sandbox started from a golden: exec, files, the reward run."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def golden(self) -> Golden: ...
+
+    def exec(self, cmd: str | list[str], *, timeout: float = 60, user: str = "user",
+             env: dict[str, str] | None = None, workdir: str | None = None,
+             max_output: int = 64_000) -> ExecResult: ...
+
+    def upload(self, data: bytes, dest: str, mode: int = 0o644, user: str = "user") -> None: ...
+
+    def download(self, path: str) -> bytes: ...
+
+    def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult: ...
+
+    def close(self) -> None: ...
+
+
+class ForkPool(Protocol):
+    """Ready forks of one golden, refilled in the background."""
+
+    @property
+    def golden(self) -> Golden: ...
+
+    @property
+    def ready(self) -> int: ...
+
+    def acquire(self, timeout: float | None = 120) -> Fork: ...
+
+    def close(self) -> None: ...
+
+
+class Provider(Protocol):
+    """Goldens (a task's set-up state, built once) and forks of them."""
+
+    tier: str
+
+    def resolve_image(self, image: str) -> str:
+        """The id `image` (a tag or an id) names now; resolve once per run and pass the id on."""
+        ...
+
+    def ensure_golden(self, bundle: Bundle, image_id: str, *, accept_filesystem: bool = False,
+                      setup_timeout: float = 600) -> Golden: ...
+
+    def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
+             kind: str = "fork") -> Fork: ...
+
+    def pool(self, golden: Golden, size: int) -> ForkPool: ...
+
+    def delete_golden(self, golden_or_image_id: Golden | str) -> None: ...
+
+    def close(self) -> None: ...
 
 
 # --- reward output parsing (pure) -----------------------------------------------------

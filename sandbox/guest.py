@@ -3,6 +3,8 @@ so each exec is one round trip (no script upload) and the host never runs bundle
 
 from __future__ import annotations
 
+USER = "user"  # the unprivileged account untrusted code runs as (images/core creates it)
+HOME = "/home/user"
 SESSION_ENV = "/tmp/shinken-session.env"  # written by shinken-desktop-up (DISPLAY, D-Bus)
 LAUNCH_DIR = "/tmp/.shinken-launch"  # one pid file per launched session (= its sid)
 REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not writable, by `user`

@@ -613,3 +613,59 @@ def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Pa
         cur = Path("/tmp/ray/ray_current_cluster")  # `ray start` leaves its address here
         if cur.is_file() and cur.read_text().strip().endswith(f":{port}"):
             cur.unlink()
+
+
+def test_image_is_resolved_once_even_when_the_tag_moves(sandbox_image: str, docker_client, tmp_path: Path) -> None:
+    """`shinken image build` in another terminal moves the tag mid-run: every golden is still
+    built on the image id the run resolved at its start, the one its receipt lines record."""
+    import uuid
+
+    from shinken.probes.executors import LocalExecutor
+    from shinken.probes.pipeline import ProbeRequest, run_probe
+    from shinken.sandbox.docker_provider import DockerProvider
+    from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_KIND, LABEL_RUN
+
+    tag = uuid.uuid4().hex[:12]
+    repo = "shinken-test/retag"
+    ref = f"{repo}:{tag}"
+    first = docker_client.images.get(sandbox_image).id
+    docker_client.api.tag(first, repo, tag)
+    box = docker_client.containers.create(first, ["true"], labels={"shinken-test": tag})
+    second = box.commit(repository="shinken-test/retag-other", tag=tag, conf={"Labels": {"shinken-test": tag}}).id
+    box.remove()
+    assert second != first
+    root = tmp_path / "tasks"
+    for t in ("retag-a", "retag-b"):
+        make_bundle(root, t, reward="print('REWARD: 0')\n", config=[
+            {"type": "execute", "parameters": {"command": f"echo {t} > /home/user/{t}.txt"}}])
+    triage = tmp_path / "triage.json"
+    triage.write_text(json.dumps({"tasks": [{"id": t, "verdict": "runnable", "reasons": []}
+                                            for t in ("retag-a", "retag-b")]}))
+    run_id = f"retag-{tag}"
+
+    class RetaggedMidRun(DockerProvider):
+        def ensure_golden(self, bundle, image_id, **kw):
+            docker_client.api.tag(second, repo, tag, force=True)  # the rebuild lands now
+            return super().ensure_golden(bundle, image_id, **kw)
+
+    try:
+        req = ProbeRequest(task_root=root, image=ref, triage=triage, run_dir=tmp_path / run_id, repeats=1,
+                           state_fidelity="filesystem")
+        doc = run_probe(req, executor=LocalExecutor(1, provider_factory=lambda: RetaggedMidRun(run_id=run_id)))
+        assert doc["image"]["id"] == first and sorted(doc["kept"]) == ["retag-a", "retag-b"], doc["dropped"]
+        assert {t["image_id"] for t in doc["tasks"]} == {first}
+        goldens = docker_client.api.images(filters={"label": [f"{LABEL_KIND}=golden", f"{LABEL_RUN}={run_id}"]})
+        assert len(goldens) == 2
+        assert {g["Labels"][LABEL_BASE_IMAGE] for g in goldens} == {first}
+        assert docker_client.images.get(ref).id == second  # the tag did move
+    finally:
+        from shinken.probes.runner import drain_cleanup
+
+        drain_cleanup()
+        for g in docker_client.api.images(filters={"label": f"{LABEL_RUN}={run_id}"}):
+            docker_client.api.remove_image(g["Id"], force=True)
+        for image in (ref, f"shinken-test/retag-other:{tag}"):
+            try:
+                docker_client.api.remove_image(image)
+            except Exception:
+                pass

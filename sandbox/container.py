@@ -1,0 +1,232 @@
+"""One running sandbox container and what can be done in it: exec with a timeout,
+upload/download, launch, setup steps, desktop boot wait, process snapshot. Shared by the
+golden build and by forks; creating and removing containers is here too.
+
+Speed: an exec is exec_create + a streamed exec_start, with the exit status read from a
+marker line the wrapper prints (guest.OUTER), not from exec_inspect."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import secrets
+import tarfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import docker.errors
+
+from shinken.bundles.model import Bundle, SetupStep
+from shinken.sandbox import guest, steps
+from shinken.sandbox.api import ExecResult, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.docker_stream import open_exec_stream, read_frames
+
+EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
+DESKTOP_UP_TIMEOUT_S = 60.0
+DELETE_RETRIES = 4
+
+
+def infra(what: str, exc: BaseException) -> InfraError:
+    return InfraError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class UserIds:
+    """Numeric ids of `user` in the image (uploads are chowned to them)."""
+
+    uid: int = 1000
+    gid: int = 1000
+
+
+def start_container(api: Any, image_id: str, labels: dict[str, str], host_config: dict[str, Any], *,
+                    desktop: bool = False) -> str:
+    """Create and start a container (two API calls, no inspect); its id. With `desktop`,
+    the desktop boots as the container's own command (see guest.DESKTOP_BOOT)."""
+    command = ["bash", "-c", guest.DESKTOP_BOOT] if desktop else ["sleep", "infinity"]
+    try:
+        c = api.create_container(image_id, command=command, labels=labels, host_config=host_config, detach=True)
+    except docker.errors.ImageNotFound as exc:
+        raise infra(f"image {image_id} is gone", exc) from None
+    except docker.errors.APIError as exc:
+        raise infra("creating a sandbox container", exc) from None
+    cid: str = c["Id"]
+    try:
+        api.start(cid)
+    except docker.errors.APIError as exc:
+        remove_container(api, cid)
+        raise infra("starting a sandbox container", exc) from None
+    return cid
+
+
+def remove_container(api: Any, cid: str) -> None:
+    for attempt in range(DELETE_RETRIES):
+        try:
+            api.remove_container(cid, force=True, v=True)
+            return
+        except docker.errors.NotFound:
+            return
+        except docker.errors.APIError as exc:
+            if "already in progress" in str(exc):
+                return
+            if attempt == DELETE_RETRIES - 1:
+                raise infra(f"removing container {cid[:12]} (it keeps its labels; `shinken gc` finds it)", exc) from None
+            time.sleep(0.2 * 2 ** attempt)
+
+
+class Container:
+    """A running container (by id) on the engine behind `api`."""
+
+    def __init__(self, api: Any, cid: str, ids: UserIds, network: bool) -> None:
+        self.api = api
+        self.id = cid
+        self.ids = ids
+        self.network = network
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionError(f"container {self.id[:12]} is closed")
+
+    # --- exec ---------------------------------------------------------------------
+    def exec(self, cmd: str | list[str], *, timeout: float = 60, user: str = guest.USER,
+             env: dict[str, str] | None = None, workdir: str | None = None,
+             max_output: int = 64_000) -> ExecResult:
+        self._check_open()
+        argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
+        if not argv:
+            raise SessionError("exec of an empty command")
+        nonce = "__shinken_" + secrets.token_hex(8)
+        t_in = max(0.001, float(timeout))
+        full = ["bash", "-c", guest.OUTER, "shinken", f"{t_in:.3f}", nonce, *argv]
+        t0 = time.monotonic()
+        try:
+            ex = self.api.exec_create(self.id, full, stdout=True, stderr=True, user=user, environment=env,
+                                      workdir=workdir)
+            stream = open_exec_stream(self.api, ex["Id"])
+        except docker.errors.NotFound as exc:
+            raise infra(f"container {self.id[:12]} vanished", exc) from None
+        except docker.errors.APIError as exc:
+            raise infra(f"exec in {self.id[:12]}", exc) from None
+        data, guard_hit, total = read_frames(stream, t0 + t_in + EXEC_GRACE_S, max_output + 256, nonce.encode())
+        duration = time.monotonic() - t0
+        text = data.decode("utf-8", "replace")
+        exit_code: int | None
+        oom = pids = 0
+        # The wrapper sends the command's stdout to stderr, so its output precedes the
+        # marker; a background process it left may still write after it: cut the marker
+        # line out and keep what follows.
+        m = re.search(rf"\n?{nonce} (-?\d+) (-?\d+) (-?\d+)\n", text)
+        if m:
+            exit_code, oom, pids = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            text = text[: m.start()] + text[m.end():]
+        elif guard_hit:
+            exit_code = None
+        else:
+            # The wrapper itself died (killed by the command, OOM, container stopped).
+            exit_code = self._exec_exit(ex["Id"])
+        timed_out = guard_hit or (exit_code == 137 and duration >= t_in * 0.98)
+        if timed_out:
+            exit_code = None
+        truncated = len(text) > max_output or total > len(data)
+        if len(text) > max_output:
+            text = text[-max_output:]
+        return ExecResult(exit_code, text, timed_out, duration, truncated, oom, pids)
+
+    def _exec_exit(self, exec_id: str) -> int | None:
+        for _ in range(20):
+            try:
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError as exc:
+                raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
+            if not info.get("Running"):
+                code = info.get("ExitCode")
+                if code is None:
+                    break
+                return int(code)
+            time.sleep(0.05)
+        try:
+            state = self.api.inspect_container(self.id)["State"]
+        except docker.errors.APIError as exc:
+            raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
+        if not state.get("Running"):
+            raise InfraError(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+        return None
+
+    def launch(self, argv: list[str], *, user: str = guest.USER) -> None:
+        """Start argv in its own session and return at once."""
+        try:
+            ex = self.api.exec_create(self.id, ["setsid", "bash", "-c", guest.LAUNCH, "shinken-launch", *argv],
+                                      stdout=False, stderr=False, user=user, workdir=guest.HOME)
+            self.api.exec_start(ex["Id"], detach=True)
+        except docker.errors.APIError as exc:
+            raise infra(f"launch in {self.id[:12]}", exc) from None
+
+    # --- files --------------------------------------------------------------------
+    def upload(self, data: bytes, dest: str, mode: int = 0o644, user: str = guest.USER) -> None:
+        self._check_open()
+        if not dest.startswith("/"):
+            raise SessionError(f"upload destination must be absolute: {dest!r}")
+        uid, gid = (0, 0) if user == "root" else (self.ids.uid, self.ids.gid)
+        parent, name = os.path.split(dest.rstrip("/"))
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), mode, uid, gid, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        payload = buf.getvalue()
+        try:
+            self.api.put_archive(self.id, parent or "/", payload)
+            return
+        except docker.errors.NotFound:
+            pass  # the folder does not exist yet (or the container is gone: mkdir tells)
+        except docker.errors.APIError as exc:
+            raise infra(f"upload {dest}", exc) from None
+        res = self.exec(["mkdir", "-p", parent], timeout=30, user=user)
+        if not res.ok and user != "root":
+            res = self.exec(["bash", "-c", 'mkdir -p "$1" && chown "$2" "$1"', "-", parent,
+                             f"{uid}:{gid}"], timeout=30, user="root")
+        if not res.ok:
+            raise SessionError(f"upload {dest}: cannot create {parent}: {res.output.strip()[-300:]}")
+        try:
+            self.api.put_archive(self.id, parent, payload)
+        except docker.errors.APIError as exc:
+            raise infra(f"upload {dest}", exc) from None
+
+    def download(self, path: str) -> bytes:
+        self._check_open()
+        try:
+            stream, _stat = self.api.get_archive(self.id, path)
+            raw = b"".join(stream)
+        except docker.errors.NotFound:
+            raise FileNotFoundError(f"{path} (in sandbox {self.id[:12]})") from None
+        except docker.errors.APIError as exc:
+            raise infra(f"download {path}", exc) from None
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            for m in tar:
+                if m.isfile():
+                    fh = tar.extractfile(m)
+                    return fh.read() if fh else b""
+        raise IsADirectoryError(f"{path} is not a regular file (in sandbox {self.id[:12]})")
+
+    # --- setup, desktop, processes -------------------------------------------------
+    def run_steps(self, setup: Iterable[SetupStep], bundle: Bundle, *, where: str = "config",
+                  deadline: float | None = None, sleep_cap: float | None = None) -> None:
+        steps.run_steps(self, setup, bundle, where=where, deadline=deadline, sleep_cap=sleep_cap)
+
+    def wait_desktop_boot(self) -> None:
+        """Wait for the desktop started by the container command (see guest.DESKTOP_BOOT)."""
+        res = self.exec(["bash", "-c", guest.DESKTOP_WAIT], timeout=DESKTOP_UP_TIMEOUT_S)
+        if not res.ok:
+            raise SetupError(-1, "desktop", f"shinken-desktop-up failed (exit {res.exit_code}, "
+                             f"timed out: {res.timed_out})", tail(res.output), where="desktop")
+
+    def snapshot(self, clean: bool) -> dict[str, Any]:
+        res = self.exec(["python3", "-c", guest.snapshot_script(clean)], timeout=60, user="root")
+        if not res.ok:
+            raise InfraError(f"process snapshot failed: {res.output.strip()[-300:]}")
+        doc: dict[str, Any] = json.loads(res.output.strip().splitlines()[-1])
+        return doc

@@ -1,0 +1,184 @@
+"""Forks of a golden: a disposable container (DockerFork) and a pool of ready ones
+(ForkPool) refilled by a background thread, so a rollout starts without waiting for
+create/start/desktop."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import docker.errors
+
+from shinken.bundles.model import Bundle
+from shinken.sandbox import guest
+from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, tail
+from shinken.sandbox.container import Container, UserIds, infra, remove_container
+from shinken.sandbox.reward import classify_reward_run
+
+if TYPE_CHECKING:
+    from shinken.sandbox.docker_provider import DockerProvider
+
+REPLAY_SLEEP_CAP_S = 2.0  # a config `sleep` replayed after `open` on every fork is capped
+
+# Post-fork replay only has launch/open/sleep steps, which read no bundle files.
+NO_FILES = Bundle(id="", path=Path("/nonexistent"), layout="demo", task_file=None,
+                  raw={}, files={}, bundle_hash="")
+
+
+class DockerFork(Container):
+    """A disposable container started from a golden image (sandbox.api.Fork)."""
+
+    def __init__(self, provider: DockerProvider, cid: str, golden: Golden, ids: UserIds,
+                 network: bool | None = None) -> None:
+        super().__init__(provider.api, cid, ids, golden.network if network is None else network)
+        self._provider = provider
+        self.golden = golden
+
+    def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
+        """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
+        sandbox's python3. A failing postconfig step raises SetupError (where=
+        "evaluator.postconfig"); reward failures are typed in the result."""
+        self._check_open()
+        t0 = time.monotonic()
+        self.run_steps(bundle.postconfig, bundle, where="evaluator.postconfig", deadline=t0 + max(timeout, 60))
+        rp = bundle.reward_path
+        if rp is None:
+            return RewardResult(None, "crash", None, None, "bundle has no reward.py", 0.0)
+        self._put_reward(rp.read_bytes())
+        t1 = time.monotonic()
+        res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=guest.HOME)
+        reward, error, deviation = classify_reward_run(res.output, res.exit_code, timed_out=res.timed_out,
+                                                       limit_hit=res.limit_hit)
+        if res.timed_out or res.limit_hit:
+            self._kill_user_processes()
+        out = res.output
+        if res.limit_hit:
+            out += f"\n[shinken: container limits hit: oom_kills={res.oom_kills} pids_limit={res.pids_limit_hits}]"
+        return RewardResult(reward, error, deviation, res.exit_code, tail(out), time.monotonic() - t1)
+
+    def _kill_user_processes(self) -> None:
+        """After a reward that hit its timeout or a limit: kill every process of `user`
+        (a bomb that escaped the timeout's process group with setsid included). The fork
+        is spent after this (the desktop runs as `user` too). Best effort: with the pids
+        limit exhausted even this exec may fail, and close() removes the container anyway."""
+        try:
+            ex = self.api.exec_create(self.id, ["kill", "-KILL", "-1"], user=guest.USER,
+                                      stdout=False, stderr=False)
+            self.api.exec_start(ex["Id"], detach=True)
+        except docker.errors.APIError:
+            pass
+
+    def _put_reward(self, data: bytes) -> None:
+        buf = io.BytesIO()
+        now = int(time.time())
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            d = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR))
+            d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, now
+            tar.addfile(d)
+            f = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR) + "/reward.py")
+            f.size, f.mode, f.mtime = len(data), 0o644, now
+            tar.addfile(f, io.BytesIO(data))
+        try:
+            self.api.put_archive(self.id, os.path.dirname(guest.REWARD_DIR), buf.getvalue())
+        except docker.errors.APIError as exc:
+            raise infra("placing reward.py", exc) from None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        remove_container(self.api, self.id)
+        self._provider.forget(self)
+
+    def __enter__(self) -> "DockerFork":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ForkPool:
+    """K ready forks of one golden, refilled by a background thread, so a rollout
+    starts without waiting for create/start/desktop."""
+
+    def __init__(self, provider: DockerProvider, golden: Golden, size: int) -> None:
+        if size < 1:
+            raise SessionError("pool size must be >= 1")
+        self._p, self.golden, self.size = provider, golden, size
+        self._ready: list[DockerFork] = []
+        self._cv = threading.Condition()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._refill, name=f"shinken-pool-{golden.tag}", daemon=True)
+        self._thread.start()
+
+    def _refill(self) -> None:
+        failures = 0
+        while True:
+            with self._cv:
+                while not self._closed and len(self._ready) >= self.size:
+                    self._cv.wait()
+                if self._closed:
+                    return
+            try:
+                fork = self._p.fork(self.golden, kind="pool")
+                failures = 0
+            except BaseException as exc:  # kept and re-raised to acquire(): never silent
+                failures += 1
+                with self._cv:
+                    self._error = exc
+                    self._cv.notify_all()
+                time.sleep(min(5.0, 0.2 * 2 ** failures))
+                continue
+            with self._cv:
+                if self._closed:
+                    fork.close()
+                    return
+                self._ready.append(fork)
+                self._error = None
+                self._cv.notify_all()
+
+    def acquire(self, timeout: float | None = 120) -> DockerFork:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while not self._ready:
+                if self._closed:
+                    raise SessionError("pool is closed")
+                if self._error is not None and isinstance(self._error, (SetupError, SessionError)):
+                    raise self._error  # the golden cannot be forked; waiting will not help
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    err = self._error
+                    raise InfraError(f"no fork ready within {timeout}s" + (f" (last error: {err})" if err else ""))
+                self._cv.wait(left)
+            fork = self._ready.pop(0)
+            self._cv.notify_all()
+            return fork
+
+    @property
+    def ready(self) -> int:
+        with self._cv:
+            return len(self._ready)
+
+    def close(self) -> None:
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            forks, self._ready = self._ready, []
+            self._cv.notify_all()
+        self._thread.join(timeout=120)
+        for f in forks:
+            f.close()
+        self._p.forget_pool(self)
+
+    def __enter__(self) -> "ForkPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,147 @@
+"""Golden images: a task's post-setup state, built once per (bundle hash, base image) and
+committed, then found again by its labels. Forks start from them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+import docker.errors
+
+from shinken.bundles.model import Bundle
+from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.container import DELETE_RETRIES, UserIds, infra, remove_container
+from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_BUNDLE_HASH, LABEL_KIND, labels_for
+from shinken.sandbox.policy import split_setup, task_needs
+
+if TYPE_CHECKING:
+    from shinken.sandbox.docker_provider import DockerProvider
+
+GOLDEN_FORMAT = "2"  # bump when the build procedure changes: old goldens stop matching
+LABEL_GOLDEN_FORMAT = "shinken.golden_format"
+LABEL_GOLDEN_META = "shinken.golden_meta"
+LABEL_GOLDEN = "shinken.golden"  # on forks: the golden image id they came from
+
+
+def _tag_component(task_id: str) -> str:
+    s = re.sub(r"[^a-z0-9._-]+", "-", task_id.lower()).strip("-._") or "task"
+    return s[:100]
+
+
+def find_golden(api: Any, bundle: Bundle, base_id: str) -> Golden | None:
+    """The newest golden of `bundle` on base image `base_id`, found by its labels."""
+    filters = {"label": [f"{LABEL_KIND}=golden", f"{LABEL_BUNDLE_HASH}={bundle.bundle_hash}",
+                         f"{LABEL_BASE_IMAGE}={base_id}", f"{LABEL_GOLDEN_FORMAT}={GOLDEN_FORMAT}"]}
+    try:
+        found = api.images(filters=filters)
+    except docker.errors.APIError as exc:
+        raise infra("listing golden images", exc) from None
+    if not found:
+        return None
+    img = max(found, key=lambda i: i.get("Created", 0))
+    labels = img.get("Labels") or {}
+    try:
+        meta = json.loads(labels.get(LABEL_GOLDEN_META, "{}"))
+    except json.JSONDecodeError:
+        return None
+    g = golden_from(bundle, img["Id"], base_id, meta)
+    g.tag = next((t for t in img.get("RepoTags") or [] if t.startswith("shinken-golden/")), g.tag)
+    g.reused = True
+    return g
+
+
+def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any]) -> Golden:
+    needs = task_needs(bundle)
+    _, replay = split_setup(bundle.setup)
+    g = Golden(
+        image_id=image_id,
+        tag=golden_tag(bundle, base_id),
+        task_id=bundle.id,
+        bundle_hash=bundle.bundle_hash,
+        base_image_id=base_id,
+        needs_desktop=needs.desktop,
+        post_fork=[*replay, *bundle.post_fork],
+        lost_processes=list(meta.get("lost_processes", [])),
+        network=needs.network,
+        build_seconds=float(meta.get("build_seconds", 0.0)),
+        reused=False,
+        state_fidelity="filesystem",
+    )
+    g.user_uid, g.user_gid = int(meta.get("uid", 1000)), int(meta.get("gid", 1000))
+    return g
+
+
+def golden_tag(bundle: Bundle, base_id: str) -> str:
+    h = hashlib.sha256(f"{bundle.bundle_hash}\0{base_id}".encode()).hexdigest()[:12]
+    return f"shinken-golden/{_tag_component(bundle.id)}:{h}"
+
+
+def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float) -> Golden:
+    """Run the bundle's setup in a fresh container on `base_id` and commit the result,
+    labelled so find_golden finds it again (bundle hash + base image id + format)."""
+    t0 = time.monotonic()
+    needs = task_needs(bundle)
+    build_steps, _ = split_setup(bundle.setup)
+    extra = {LABEL_BUNDLE_HASH: bundle.bundle_hash, LABEL_BASE_IMAGE: base_id}
+    labels = labels_for("build", task=bundle.id, run=provider.run_id, owner=provider.owner, extra=extra)
+    box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop)
+    try:
+        ids = box.exec(["bash", "-c", "id -u user; id -g user"], timeout=30, user="root")
+        if not ids.ok:
+            raise SetupError(-1, "image", "the image has no user `user`", tail(ids.output), where="image")
+        uid, gid = (int(x) for x in ids.output.split()[:2])
+        box.ids = UserIds(uid, gid)
+        if needs.desktop:  # setup may drive the GUI; its processes join the baseline
+            box.wait_desktop_boot()
+        baseline = {p["pid"] for p in box.snapshot(clean=False)["procs"]}
+        box.run_steps(build_steps, bundle, where="config", deadline=t0 + setup_timeout)
+        snap = box.snapshot(clean=True)
+        launched = set(snap["launched"])
+        lost = [p["args"] for p in snap["procs"]
+                if p["pid"] not in baseline and p["sid"] not in launched and p["pid"] != 1]
+        build_seconds = time.monotonic() - t0
+        meta = {"uid": uid, "gid": gid, "lost_processes": lost, "build_seconds": round(build_seconds, 3),
+                "needs_desktop": needs.desktop, "network": needs.network,
+                "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork]}
+        glabels = labels_for("golden", task=bundle.id, run=provider.run_id, owner=provider.owner,
+                             extra={**extra, LABEL_GOLDEN_FORMAT: GOLDEN_FORMAT,
+                                    LABEL_GOLDEN_META: json.dumps(meta, separators=(",", ":"))})
+        golden = golden_from(bundle, "", base_id, meta)
+        repo, tag = golden.tag.split(":")
+        try:
+            res = provider.api.commit(box.id, repository=repo, tag=tag, conf={"Labels": glabels})
+        except docker.errors.APIError as exc:
+            raise infra(f"committing the golden of {bundle.id}", exc) from None
+        golden.image_id = res["Id"]
+        golden.build_seconds = time.monotonic() - t0
+        return golden
+    finally:
+        remove_container(provider.api, box.id)
+
+
+def remove_golden_image(api: Any, image_id: str) -> None:
+    """Remove a golden image (explicit; goldens are never removed implicitly); refuse an
+    image that is not a shinken golden. Failures are retried, then raised."""
+    try:
+        info = api.inspect_image(image_id)
+    except docker.errors.ImageNotFound:
+        return
+    except docker.errors.APIError as exc:
+        raise infra(f"inspecting golden {image_id}", exc) from None
+    if (info.get("Config") or {}).get("Labels", {}).get(LABEL_KIND) != "golden":
+        raise SessionError(f"{image_id} is not a shinken golden image; refusing to delete it")
+    last: BaseException | None = None
+    for attempt in range(DELETE_RETRIES):
+        try:
+            api.remove_image(image_id, force=True, noprune=False)
+            return
+        except docker.errors.ImageNotFound:
+            return
+        except docker.errors.APIError as exc:
+            last = exc
+            time.sleep(0.25 * 2 ** attempt)
+    raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}; it keeps "
+                     "its labels, so `shinken gc --include-goldens` finds it later")
