@@ -14,7 +14,7 @@ import re
 import secrets
 import tarfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,19 +62,29 @@ def start_container(api: Any, image_id: str, labels: dict[str, str], host_config
     return cid
 
 
-def remove_container(api: Any, cid: str) -> None:
+def remove_with_retries(remove: Callable[[], object], *, backoff_s: float) -> docker.errors.APIError | None:
+    """Call `remove` until it works, the thing is already gone, or DELETE_RETRIES attempts
+    failed; the last error then (None when removed)."""
+    last: docker.errors.APIError | None = None
     for attempt in range(DELETE_RETRIES):
         try:
-            api.remove_container(cid, force=True, v=True)
-            return
-        except docker.errors.NotFound:
-            return
+            remove()
+            return None
+        except docker.errors.NotFound:  # ImageNotFound too
+            return None
         except docker.errors.APIError as exc:
             if "already in progress" in str(exc):
-                return
-            if attempt == DELETE_RETRIES - 1:
-                raise infra(f"removing container {cid[:12]} (it keeps its labels; `shinken gc` finds it)", exc) from None
-            time.sleep(0.2 * 2 ** attempt)
+                return None
+            last = exc
+            if attempt < DELETE_RETRIES - 1:
+                time.sleep(backoff_s * 2 ** attempt)
+    return last
+
+
+def remove_container(api: Any, cid: str) -> None:
+    err = remove_with_retries(lambda: api.remove_container(cid, force=True, v=True), backoff_s=0.2)
+    if err is not None:
+        raise infra(f"removing container {cid[:12]} (it keeps its labels; `shinken gc` finds it)", err)
 
 
 class Container:

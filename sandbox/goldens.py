@@ -13,7 +13,7 @@ import docker.errors
 
 from shinken.bundles.model import Bundle
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, tail
-from shinken.sandbox.container import DELETE_RETRIES, UserIds, infra, remove_container
+from shinken.sandbox.container import DELETE_RETRIES, UserIds, infra, remove_container, remove_with_retries
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_BUNDLE_HASH, LABEL_KIND, labels_for
 from shinken.sandbox.policy import split_setup, task_needs
 
@@ -133,15 +133,7 @@ def remove_golden_image(api: Any, image_id: str) -> None:
         raise infra(f"inspecting golden {image_id}", exc) from None
     if (info.get("Config") or {}).get("Labels", {}).get(LABEL_KIND) != "golden":
         raise SessionError(f"{image_id} is not a shinken golden image; refusing to delete it")
-    last: BaseException | None = None
-    for attempt in range(DELETE_RETRIES):
-        try:
-            api.remove_image(image_id, force=True, noprune=False)
-            return
-        except docker.errors.ImageNotFound:
-            return
-        except docker.errors.APIError as exc:
-            last = exc
-            time.sleep(0.25 * 2 ** attempt)
-    raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}; it keeps "
-                     "its labels, so `shinken gc --include-goldens` finds it later")
+    last = remove_with_retries(lambda: api.remove_image(image_id, force=True, noprune=False), backoff_s=0.25)
+    if last is not None:
+        raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}; it keeps "
+                         "its labels, so `shinken gc --include-goldens` finds it later")
