@@ -17,8 +17,9 @@ def render(doc: dict[str, Any], show: int = 20) -> list[Table | str]:
     """Tables and plain lines, in order, for the CLI to print."""
     parts: list[Table | str] = []
     s, totals, counts = doc["settings"], doc["totals"], doc["counts"]
-    summary = Table(title=f"{totals['tasks']} task(s); band: {s['min_pass']} < pass rate < {s['max_pass']}",
-                    title_justify="left")
+    parts.append(f"{totals['tasks']} task(s); band: {s['min_pass']} < pass rate < {s['max_pass']}, "
+                 f"pass: reward >= {s['pass_threshold']}, measured: {s['min_rollouts']}+ scored rollouts")
+    summary = Table()
     summary.add_column("band")
     summary.add_column("tasks", justify="right")
     for b in BANDS:

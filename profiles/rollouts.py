@@ -165,6 +165,7 @@ def _steps(output: list[Any]) -> tuple[int, int]:
 def read_file(path: Path) -> list[Outcome]:
     """Every rollout in one file (a main rollouts file or a `_failures` sidecar)."""
     main = main_file_of(path)
+    sidecar = path.stem.endswith(FAILURES_SUFFIX)
     names: dict[int, str] | None = None
     outcomes: list[Outcome] = []
     for n, raw, doc in _lines(path):
@@ -184,7 +185,7 @@ def read_file(path: Path) -> list[Outcome]:
         tin, tout, ttot = _usage(response)
         reward = doc.get("reward")
         reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None
-        if doc.get(FAILURE_CLASS) or path.stem.endswith(FAILURES_SUFFIX):
+        if doc.get(FAILURE_CLASS) or sidecar:
             status, kind = "failed", str(doc.get(FAILURE_CLASS) or doc.get("failure_kind") or "failed")
             key = f"fail:{slot}" if slot else "fail:" + hashlib.sha256(raw).hexdigest()
         else:

@@ -52,8 +52,11 @@ def main() -> int:
     tasks = {r["task_id"] for r in rows}
     plans = cp.seeded_plans({t: p for t, p in CHANCE.items() if t in tasks}, ns.repeats, ns.seed, KILLS)
     policy = sp.PolicyServer(decide=cp.ChancePolicy(plans)).start()
+    # Gym's head server binds 127.0.0.1:11000 unless told otherwise: take a free port, so this
+    # can run beside another Gym session on the host network.
     (ws / "env.yaml").write_text(f"policy_base_url: {policy.base_url}\npolicy_api_key: EMPTY\n"
-                                 f"policy_model_name: scripted\n")
+                                 f"policy_model_name: scripted\n"
+                                 f"head_server: {{host: 127.0.0.1, port: {gh.free_port()}}}\n")
     UV_CACHE.mkdir(parents=True, exist_ok=True)
     start = next(c for c in commands_for(ws) if c.startswith("gym env start "))
     c = gh.GymContainer(mounts=[ws, out, DEMO, UV_CACHE], workdir=str(ws), env={"UV_LINK_MODE": "copy"})
