@@ -1,13 +1,11 @@
-"""The sandbox contract: result types, typed errors, the Provider / Fork / ForkPool
-protocols every caller codes against, and the reward-output parser.
+"""The sandbox contract: result types, typed errors and the Provider / Fork / ForkPool
+protocols every caller codes against (the reward grammar is sandbox/reward.py).
 
 No Docker import here, so probe / gc / workspace code can depend on these types
 without pulling in an engine."""
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -205,61 +203,6 @@ class Provider(Protocol):
     def delete_golden(self, golden_or_image_id: Golden | str) -> None: ...
 
     def close(self) -> None: ...
-
-
-# --- reward output parsing (pure) -----------------------------------------------------
-
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)"
-_REWARD_RE = re.compile(rf"(?im)^\s*reward\s*[:=]\s*({_NUM})\s*$")
-_REWARD_ANY_RE = re.compile(rf"(?i)\breward\s*[:=]\s*({_NUM})")
-_TOTAL_RE = re.compile(rf"(?i)\btotal\s+score\s*[:=]\s*({_NUM})")
-_BARE_RE = re.compile(rf"(?i)^\s*({_NUM})\s*$")
-
-
-def _classify(value: float) -> tuple[float | None, str | None]:
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        return None, "out_of_range"
-    return value, None
-
-
-def parse_reward_output(text: str, exit_code: int | None) -> tuple[float | None, str | None, str | None]:
-    """(reward, error, deviation) from a reward script's output.
-
-    The LAST `REWARD: <float>` line wins (as every consumer of the release does). A
-    lower-case `reward:`, a `Total score: X` or a bare number on the last non-empty line
-    are accepted but flagged. No value is `no_reward_line` (or `crash` when the script
-    exited non-zero); a value outside [0, 1] is `out_of_range`. A non-zero exit after a
-    valid REWARD line keeps the reward (some scripts `sys.exit(1)` on a zero score)."""
-    text = text or ""
-    value: float | None = None
-    deviation: str | None = None
-
-    matches = list(_REWARD_RE.finditer(text))
-    if not matches:
-        # `REWARD: 0.5` printed after other text on the same line still counts.
-        matches = list(_REWARD_ANY_RE.finditer(text))
-    if matches:
-        m = matches[-1]
-        value = float(m.group(1))
-        if not m.group(0).lstrip().startswith("REWARD"):
-            deviation = "lowercase"
-    else:
-        totals = list(_TOTAL_RE.finditer(text))
-        if totals:
-            value = float(totals[-1].group(1))
-            deviation = "total_score"
-        else:
-            lines = [ln for ln in text.splitlines() if ln.strip()]
-            if lines:
-                bm = _BARE_RE.match(lines[-1])
-                if bm:
-                    value = float(bm.group(1))
-                    deviation = "bare_number"
-
-    if value is None:
-        return None, ("crash" if exit_code not in (0, None) else "no_reward_line"), None
-    reward, err = _classify(value)
-    return reward, err, deviation
 
 
 def tail(text: str, limit: int = OUTPUT_TAIL_BYTES) -> str:

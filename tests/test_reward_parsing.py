@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from shinken.sandbox.api import parse_reward_output, tail
-from shinken.sandbox.reward import classify_reward_run
+from shinken.sandbox.api import tail
+from shinken.sandbox.reward import classify_reward_run, parse_reward_output
 
 
 @pytest.mark.parametrize(
@@ -81,3 +81,37 @@ def test_tail_keeps_the_end() -> None:
     t = tail(text, 100)
     assert len(t) == 100 and t.endswith("END")
     assert tail("short", 100) == "short"
+
+
+# One grammar, two readers: triage reads reward.py source, the sandbox reads its output.
+# Each variant is a print statement and exactly what it prints; both must reach the same
+# verdict (ok, flagged with the same deviation, or no marker at all).
+MARKER_VARIANTS = [
+    ('print(f"REWARD: {0.5}")', "REWARD: 0.5", None),
+    ('print("REWARD:", 0.5)', "REWARD: 0.5", None),
+    ('print(f"REWARD={0.5}")', "REWARD=0.5", None),  # was defective in triage, fine at run time
+    ('print(f"REWARD = {0.5}")', "REWARD = 0.5", None),
+    ('print(f"checked 3 files, REWARD: {0.5}")', "checked 3 files, REWARD: 0.5", None),
+    ('print(f"reward: {0.5}")', "reward: 0.5", "lowercase"),
+    ('print(f"Reward={0.5}")', "Reward=0.5", "lowercase"),
+    ('print(f"Total score: {0.5}")', "Total score: 0.5", "total_score"),
+    ('print(f"Total_Score: {0.5}")', "Total_Score: 0.5", "total_score"),  # was fine in triage, no_reward_line at run time
+    ('print(f"TOTAL SCORE={0.5}")', "TOTAL SCORE=0.5", "total_score"),
+    ("print(0.5)", "0.5", "bare_number"),
+    ('print(f"FINAL_REWARD: {0.5}")', "FINAL_REWARD: 0.5", "none"),
+    ('print(f"score: {0.5}")', "score: 0.5", "none"),
+    ('print(f"REWARD {0.5}")', "REWARD 0.5", "none"),
+]
+
+
+@pytest.mark.parametrize("source, output, verdict", MARKER_VARIANTS, ids=[v[1] for v in MARKER_VARIANTS])
+def test_triage_and_sandbox_read_the_marker_alike(source: str, output: str, verdict: str | None) -> None:
+    from shinken.triage.pyscan import analyze
+
+    static = analyze(f"import sys\n{source}\n".encode(), (3, 11), reward=True).marker
+    assert {"no_marker": "none"}.get(static, static) == verdict, static
+    reward, error, deviation = parse_reward_output(output + "\n", 0)
+    if verdict == "none":
+        assert (reward, error) == (None, "no_reward_line")
+    else:
+        assert (reward, error, deviation) == (0.5, None, verdict)

@@ -20,7 +20,7 @@ from shinken.bundles.loader import load_bundle
 from shinken.triage import pyscan, shell
 from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
 
-ANALYSIS_VERSION = 3  # bump when analysis output changes: invalidates every cache entry
+ANALYSIS_VERSION = 4  # bump when analysis output changes: invalidates every cache entry
 
 PLACEHOLDER = re.compile(rb"__CUA_GYM_([A-Z0-9]+(?:_[A-Z0-9]+)*?)_(URL|HOST)__")
 _URL = re.compile(rb"""https?://(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9._\-]+)""")

@@ -12,14 +12,13 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 
+from shinken.sandbox.reward import SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
+
 HOST_PY = sys.version_info[:2]
 PARSE_CAP = 1024 * 1024  # rewards are KBs; a MiB-sized "script" is not worth parsing
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:import[ \t]+([\w.]+(?:[ \t]*(?:as[ \t]+\w+)?[ \t]*,[ \t]*[\w.]+)*)|from[ \t]+([\w.]+)[ \t]+import)", re.M)
 _DYN_IMPORT = re.compile(rb"""(?:__import__|import_module)\(\s*[rbu]?["']([\w.]+)["']""")
-_UPPER = re.compile(rb"""["'][^"'\n]*REWARD\s*:""")
-_ANYCASE = re.compile(rb"""(?i)["'][^"'\n]*\breward\s*:""")
-_TOTAL = re.compile(rb"""(?i)["'][^"'\n]*total[ _]score""")
 _SUBPROC = re.compile(
     rb"""(?:subprocess\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)|os\.(?:system|popen)"""
     rb"""|\bPopen|\bcheck_output|\bcheck_call)\(\s*(\[)?\s*[rbuRBUfF]{0,2}(["'])((?:(?!\2).){1,400}?)\2"""
@@ -334,13 +333,13 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
         if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
             facts.docstring_lines = first.end_lineno or first.lineno
     if reward:
-        upper = _marker_lines(_UPPER, src) if b"REWARD" in src else []
+        upper = _marker_lines(SOURCE_MARKER, src) if b"REWARD" in src else []
         if upper:
             if tree is not None and not _reachable(tree, src, upper):
                 facts.marker, facts.marker_detail = "unreachable", f"REWARD: printed only at line(s) {upper[:5]}, never reached"
-        elif _marker_lines(_ANYCASE, src):
+        elif _marker_lines(SOURCE_MARKER_ANY_CASE, src):
             facts.marker, facts.marker_detail = "lowercase", "prints `reward:` in lower/mixed case"
-        elif _marker_lines(_TOTAL, src):
+        elif _marker_lines(SOURCE_TOTAL_SCORE, src):
             facts.marker, facts.marker_detail = "total_score", "prints `Total score: X`, no `REWARD:` line"
         elif w is not None and w.count_bare_prints(tree):
             facts.marker, facts.marker_detail = "bare_number", "prints a bare value, no `REWARD:` line"
