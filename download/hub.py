@@ -33,8 +33,8 @@ from shinken.download.archive import (
     extract_archives,
 )
 from shinken.download.source import ArchiveRecord, SourceInfo, card_metadata, now_utc, write_source
-from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
-from shinken.schemas import validation_error
+from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
+from shinken.schemas import check_own, dumps, validation_error, write_json
 
 DEFAULT_REPO = "xlangai/CUA-Gym"
 REPO_TYPE = "dataset"
@@ -82,9 +82,7 @@ class DownloadResult:
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
-        problem = validation_error("download_result", doc)
-        if problem:  # a bug, not bad input: fail loudly
-            raise AssertionError(f"download result violates its schema: {problem}")
+        check_own("download_result", doc, "the download result")
         return doc
 
 
@@ -226,11 +224,7 @@ class _Stamps:
     def record(self, rf: RemoteFile, local: Path) -> None:
         st = local.stat()
         self.data[rf.path] = {"expected": rf.expected, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        assert validation_error("download_state", self.data) is None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
-        tmp.replace(self.path)
+        write_json(self.path, self.data, "download_state")
 
 
 def _fetch(rf: RemoteFile, *, repo_id: str, commit: str, endpoint: str, token: str | None,
@@ -242,11 +236,11 @@ def _fetch(rf: RemoteFile, *, repo_id: str, commit: str, endpoint: str, token: s
     url = hf_hub_url(repo_id, rf.path, repo_type=REPO_TYPE, revision=commit, endpoint=endpoint)
     meta = get_hf_file_metadata(url, token=token, endpoint=endpoint)
     if rf.sha256 and meta.etag and meta.etag != rf.sha256:
-        raise ShinkenError(
+        raise WorkFailed(
             f"{rf.path}: the hub gives two checksums (paths-info {rf.sha256}, X-Linked-Etag {meta.etag}); "
-            "nothing was downloaded; try again later", EXIT_FAILED)
+            "nothing was downloaded; try again later")
     if meta.size is not None and meta.size != rf.size:
-        raise ShinkenError(f"{rf.path}: the hub gives two sizes ({rf.size} and {meta.size}); try again later", EXIT_FAILED)
+        raise WorkFailed(f"{rf.path}: the hub gives two sizes ({rf.size} and {meta.size}); try again later")
     headers = build_hf_headers(token=token)
     location = meta.location or url
     if urlparse(location).netloc != urlparse(url).netloc:
@@ -265,11 +259,9 @@ def _fetch(rf: RemoteFile, *, repo_id: str, commit: str, endpoint: str, token: s
     got = _digest(part, rf)
     if got != rf.expected:
         part.unlink(missing_ok=True)  # never resume onto bytes we know are wrong
-        raise ShinkenError(
+        raise WorkFailed(
             f"{rf.path}: checksum mismatch (downloaded {got}, the hub says {rf.expected}); "
-            "the download was discarded and nothing was extracted; run `shinken download` again",
-            EXIT_FAILED,
-        )
+            "the download was discarded and nothing was extracted; run `shinken download` again")
     final = local_dir / rf.path
     final.parent.mkdir(parents=True, exist_ok=True)
     os.replace(part, final)
@@ -299,8 +291,8 @@ def extract_verified(archives: list[tuple[Path, str]], dest: Path, commit: str, 
         return "skipped", 0
     replace = dest.is_dir() and (dest / EXTRACT_MARKER).exists()  # ours, from another revision
     doc = _marker(commit, keyed)
-    assert validation_error("extract_marker", doc) is None
-    marker = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    check_own("extract_marker", doc, "the extraction marker")
+    marker = dumps(doc)
     stats = extract_archives(
         [p for p, _ in archives], dest, max_total_bytes=max_total_bytes, max_members=max_members,
         progress=progress, replace=replace, extra_files={EXTRACT_MARKER: marker},

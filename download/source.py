@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from shinken.errors import ShinkenError
-from shinken.schemas import validation_error
+from shinken.schemas import validation_error, write_json
 
 SOURCE_FILE = ".shinken-source.json"
 SCHEMA_ID = "shinken.source/1"
@@ -101,14 +101,8 @@ def write_source(task_root: Path, info: SourceInfo) -> Path:
     """Write the record atomically; an unchanged source (other than its time) keeps the old file."""
     if info.same_source(read_source(task_root, strict=False)):
         return task_root / SOURCE_FILE
-    doc = info.to_json()
-    err = validation_error("source", doc)
-    if err:  # a bug in the writer, not bad input
-        raise AssertionError(f"source record violates schemas/source.schema.json: {err}")
     path = task_root / SOURCE_FILE
-    tmp = task_root / f"{SOURCE_FILE}.tmp-{os.getpid()}"
-    tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    tmp.replace(path)
+    write_json(path, info.to_json(), "source")
     return path
 
 

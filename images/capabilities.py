@@ -7,7 +7,6 @@ image id names immutable content."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.images.build import GUEST_DIR, _cache_dir, _client
 from shinken.sandbox.docker_client import resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
-from shinken.schemas import validation_error
+from shinken.schemas import validation_error, write_json
 
 SCHEMA = "shinken.capabilities/1"
 RUN_TIMEOUT_S = 120
@@ -52,10 +51,7 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
     if problem:
         raise ShinkenError(f"{image_ref}: capability manifest is invalid ({problem}); the image's "
                            "shinken-capabilities script does not match this shinken version")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # concurrent probes must not share it
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-    tmp.replace(path)
+    write_json(path, manifest, "capabilities")  # atomic, a temp file per process
     return manifest
 
 

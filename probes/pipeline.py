@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
 
 from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
@@ -23,7 +22,7 @@ from shinken.probes.receipts import ReceiptLog
 from shinken.probes.report import build_receipt
 from shinken.probes.rollouts import load_rollouts
 from shinken.probes.runner import ProbeConfig, Rollout, verdict_line
-from shinken.schemas import write_json
+from shinken.schemas import read_json, write_json
 
 RUNNABLE_VERDICTS = frozenset({"runnable"})
 
@@ -99,7 +98,7 @@ def resolve_image(image: str) -> str:
 def _triage_entries(doc: Any, path: Path) -> list[dict[str, Any]]:
     tasks = doc.get("tasks") if isinstance(doc, dict) else doc
     if not isinstance(tasks, list):
-        raise ShinkenError(f"{path}: no task list; pass the JSON `shinken triage --json` wrote")
+        raise ShinkenError(f"{path}: no task list; pass the file `shinken triage --report PATH` wrote")
     return [t for t in tasks if isinstance(t, dict)]
 
 
@@ -123,10 +122,7 @@ def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
 
 def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
     """Task id -> ("runnable" | "defective" | "blocked", detail) from a triage report."""
-    try:
-        doc = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise ShinkenError(f"{path}: cannot read the triage report ({exc})") from None
+    doc = read_json(path, "triage report", "pass the file `shinken triage --report PATH` wrote")
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(doc, path):
         tid, verdict, detail = _triage_verdict(e)

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import orjson
 
 from shinken.errors import ShinkenError
-from shinken.schemas import validation_error
+from shinken.schemas import check_own, validation_error
 
 LINE_SCHEMA = "shinken.probe.line/1"
 RECEIPTS_NAME = "receipts.jsonl"
@@ -118,9 +118,7 @@ class ReceiptLog:
         return line
 
     def append(self, line: dict[str, Any]) -> None:
-        err = validation_error("receipt_line", line)
-        if err is not None:  # a bug in shinken, not in the task: fail loudly
-            raise ValueError(f"receipt line for {line.get('task_id')!r} violates receipt_line schema: {err}")
+        check_own("receipt_line", line, f"the receipt line of {line.get('task_id')!r}")  # our bug, never the task's
         if self._fh is None:
             raise RuntimeError("ReceiptLog is not open")
         # One write() of a whole line, then fsync: after a crash the file holds whole

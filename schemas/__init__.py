@@ -71,6 +71,25 @@ def check_own(name: str, document: Any, what: str) -> None:
                             "this is a bug in shinken")
 
 
+def read_json(path: Path, what: str, hint: str, schema: str | None = None) -> Any:
+    """A JSON file given to shinken (by the user or an earlier run). Unreadable, not JSON,
+    or (with `schema`) not matching it: a ShinkenError naming the file, `what` it should
+    be, and `hint`, the fix (e.g. "pass a file from `shinken image inspect --json`")."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ShinkenError(f"{path}: cannot read the {what} ({exc.strerror or exc}); {hint}") from None
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ShinkenError(f"{path}: the {what} is not JSON ({exc}); {hint}") from None
+    if schema is not None:
+        problem = validation_error(schema, document)
+        if problem is not None:
+            raise ShinkenError(f"{path}: not a valid {what} ({problem}); {hint}")
+    return document
+
+
 def write_json(path: Path, document: Any, schema: str) -> None:
     """Check `document` against schema `schema`, then write it atomically (a reader never
     sees half a file; a crash leaves the previous version)."""

@@ -12,7 +12,7 @@ import sys
 import orjson
 import pytest
 
-from shinken.errors import ShinkenError
+from shinken.errors import InternalError, ShinkenError
 from shinken.probes.receipts import ReceiptLog, read_lines
 from shinken.probes.rollouts import load_rollouts
 from shinken.schemas import check_with_jsonschema
@@ -90,7 +90,7 @@ def test_receipt_rejects_invalid_line_and_second_writer(tmp_path: Path) -> None:
     with ReceiptLog(tmp_path) as log:
         bad = _line("a")
         bad["reason"] = "because"
-        with pytest.raises(ValueError):
+        with pytest.raises(InternalError, match="receipt_line"):  # our bug, reported, never written
             log.append(bad)
         with pytest.raises(ShinkenError, match="another `shinken probe`"):
             ReceiptLog(tmp_path).open()

@@ -262,7 +262,7 @@ def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path:
                                                           "hosted": "https://gmail.mock.example/"}}))
     assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "https://gmail.mock.example/"}
     f.write_bytes(b'{"GMAIL": "x"}')
-    with pytest.raises(Exception, match="not a mock URL map"):
+    with pytest.raises(Exception, match="not a valid mock URL map"):
         load_mock_urls(f)
 
 

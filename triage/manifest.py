@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.schemas import validation_error
+from shinken.schemas import read_json, validation_error
 
 def check_manifest(doc: Any, where: str) -> dict[str, Any]:
     err = validation_error("capabilities", doc)
@@ -19,12 +18,7 @@ def check_manifest(doc: Any, where: str) -> dict[str, Any]:
 
 
 def load_manifest_file(path: Path) -> dict[str, Any]:
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the manifest ({exc.strerror}); pass a file from `shinken image inspect --json`") from None
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: not JSON ({exc}); pass a file from `shinken image inspect --json`") from None
+    doc: dict[str, Any] = read_json(path, "manifest", "pass a file from `shinken image inspect --json`")
     return check_manifest(doc, str(path))
 
 
@@ -45,15 +39,7 @@ def manifest_for_image(ref: str) -> dict[str, Any]:
 def load_mock_urls(path: Path) -> dict[str, str]:
     """`{"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001", ...}`; values may also be objects
     with `url`/`value`/`default` (the release's url_variables.json shape)."""
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the mock URL map ({exc.strerror})") from None
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: the mock URL map is not JSON ({exc})") from None
-    err = validation_error("mock_urls", doc)
-    if err:
-        raise ShinkenError(f"{path}: not a mock URL map ({err}); expected {{\"__CUA_GYM_X_URL__\": \"http://...\"}}")
+    doc = read_json(path, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."}', schema="mock_urls")
     out: dict[str, str] = {}
     for k, v in doc.items():
         if isinstance(v, dict):

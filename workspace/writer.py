@@ -29,7 +29,7 @@ from shinken.bundles.model import Bundle
 from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
-from shinken.schemas import validation_error
+from shinken.schemas import write_json
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.split import normalize_instruction, split_ids
 from shinken.workspace.wheel import build_wheel
@@ -218,10 +218,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
             "validation": split.validation,
             "example": example,
         }
-        err = validation_error("workspace_manifest", manifest)
-        if err:  # pragma: no cover - a bug in this module, not bad input
-            raise AssertionError(f"workspace manifest does not match its schema: {err}")
-        (stage / MANIFEST).write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2) + b"\n")
+        write_json(stage / MANIFEST, manifest, "workspace_manifest")
         os.chmod(stage, 0o755)
         if dest.exists():
             old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
