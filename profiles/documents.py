@@ -6,10 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from shinken.errors import ShinkenError
-from shinken.schemas import validation_error
+from shinken.schemas import read_json, validation_error
 
 # schema name -> (the document's "schema" value, what it is, the command that writes it)
 KINDS: dict[str, tuple[str, str, str]] = {
@@ -21,14 +19,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
 
 def read_document(path: Path, name: str) -> dict[str, Any]:
     schema_id, what, writer = KINDS[name]
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the {what} ({exc.strerror}); it is written by `{writer}`") from None
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: not JSON ({exc}); pass the {what} `{writer}` writes") from None
+    doc = read_json(path, what, f"pass the file `{writer}` writes")
     if not isinstance(doc, dict) or doc.get("schema") != schema_id:
         raise ShinkenError(f"{path}: not a {what} (no \"schema\": \"{schema_id}\"); pass the file `{writer}` writes")
     problem = validation_error(name, doc)
