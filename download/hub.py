@@ -92,14 +92,14 @@ def default_local_dir(repo_id: str = DEFAULT_REPO) -> Path:
     return Path(constants.HF_HOME) / "shinken" / f"datasets--{repo_id.replace('/', '--')}"
 
 
-def _endpoint() -> str:
+def hub_endpoint() -> str:
     # Read at call time (huggingface_hub.constants reads HF_ENDPOINT once, at import).
     from huggingface_hub import constants
 
     return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
 
 
-def _token() -> str | None:
+def hub_token() -> str | None:
     from huggingface_hub import get_token
 
     return os.environ.get("HF_TOKEN") or get_token()
@@ -127,13 +127,13 @@ def _digest(path: Path, rf: RemoteFile) -> str:
     return _sha256(path) if rf.sha256 else _git_blob_sha1(path)
 
 
-class _HubErrors:
+class HubErrors:
     """Turn client exceptions into one-line ShinkenErrors with the right exit code."""
 
     def __init__(self, repo_id: str, revision: str, endpoint: str) -> None:
         self.repo_id, self.revision, self.endpoint = repo_id, revision, endpoint
 
-    def __enter__(self) -> "_HubErrors":
+    def __enter__(self) -> "HubErrors":
         return self
 
     def __exit__(self, typ, exc, tb) -> bool:
@@ -315,14 +315,14 @@ def download(
     from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars, enable_progress_bars
 
-    endpoint = _endpoint()
-    token = _token()
+    endpoint = hub_endpoint()
+    token = hub_token()
     local = Path(local_dir) if local_dir else default_local_dir(repo_id)
     dest_path = Path(dest) if dest else local / "tasks"
     rev = revision or "main"
     (disable_progress_bars if not progress else enable_progress_bars)()
     api = HfApi(endpoint=endpoint, token=token)
-    with _HubErrors(repo_id, rev, endpoint):
+    with HubErrors(repo_id, rev, endpoint):
         info = api.dataset_info(repo_id, revision=rev)
         commit = info.sha or rev
         remote = _list_remote(api, repo_id, commit)

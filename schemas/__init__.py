@@ -18,6 +18,7 @@ SCHEMA_NAMES = (
     "task", "triage", "probe_receipt", "receipt_line", "capabilities", "gc", "mock_urls",
     "download_result", "download_state", "extract_marker", "extract_result", "gym_row",
     "workspace_manifest", "source", "gym_rollout", "profile", "profile_outcome", "task_ids",
+    "dropped_row", "provenance", "publish_result",
 )
 
 

@@ -10,7 +10,10 @@ import hashlib
 import math
 import random
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+
+if TYPE_CHECKING:
+    from shinken.bundles.model import Bundle
 
 T = TypeVar("T")
 
@@ -93,3 +96,17 @@ def split_ids(
         for u in us[k:]:
             train.extend(key(m) for m in u)
     return Split(sorted(train), sorted(val))
+
+
+def split_bundles(bundles: Sequence["Bundle"], *, val_fraction: float, seed: int, stratify: str) -> Split:
+    """The train/validation split of task bundles that make-workspace writes and publish
+    publishes: units of one instruction, stratified by the task field `stratify` (`none`:
+    one stratum)."""
+    return split_ids(
+        bundles,
+        key=lambda b: b.id,
+        instruction=lambda b: b.instruction,
+        stratum=lambda b: str(b.raw.get(stratify) or "") if stratify != "none" else "",
+        val_fraction=val_fraction,
+        seed=seed,
+    )

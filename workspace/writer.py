@@ -31,7 +31,7 @@ from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.schemas import write_json
 from shinken.workspace import rows as rows_mod
-from shinken.workspace.split import normalize_instruction, split_ids
+from shinken.workspace.split import normalize_instruction, split_bundles
 from shinken.workspace.wheel import build_wheel
 
 MANIFEST = ".shinken-workspace.json"
@@ -161,14 +161,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     bundles = _load(task_root, ids)
 
     rows = {b.id: rows_mod.make_row(b) for b in bundles}
-    split = split_ids(
-        bundles,
-        key=lambda b: b.id,
-        instruction=lambda b: b.instruction,
-        stratum=lambda b: str(b.raw.get(opts.stratify) or "") if opts.stratify != "none" else "",
-        val_fraction=opts.val_fraction,
-        seed=opts.seed,
-    )
+    split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
     pool = split.train + split.validation  # tiny sets: examples may reuse validation tasks
     example = [pool[i % len(pool)] for i in range(EXAMPLE_ROWS)]

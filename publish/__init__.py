@@ -1,0 +1,1 @@
+"""shinken.publish: the curated dataset on the Hugging Face hub, with its provenance."""

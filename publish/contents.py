@@ -1,0 +1,176 @@
+"""What a published dataset holds, computed from the inputs: the splits (the very rows and
+split make-workspace writes), one `dropped` row per task left out with its reasons, and the
+provenance every claim on the card is made from."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import shinken
+from shinken.bundles.model import Bundle
+from shinken.errors import ShinkenError
+from shinken.publish.inputs import Inputs
+from shinken.schemas import validation_error
+from shinken.triage.codes import NOTE, severity
+from shinken.workspace import rows as rows_mod
+from shinken.workspace.split import split_bundles
+
+TRIAGE_STAGE_REASONS = ("blocked", "defective")  # decided before any container ran
+BUNDLES_PATH = "artifacts/tasks.tar.zst"
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    val_fraction: float = 0.1
+    seed: int = 0
+    stratify: str = "app_type"
+
+
+@dataclass
+class Contents:
+    repo_id: str
+    splits: dict[str, list[dict[str, Any]]]  # train, validation[, band, control]: gym rows
+    dropped: list[dict[str, Any]]
+    kept: list[Bundle]
+    provenance: dict[str, Any]
+    license: str
+    source_card: dict[str, Any] = field(default_factory=dict)
+    summary_md: str | None = None  # `shinken report --md` of the same inputs, when available
+
+
+def _dropped_row(entry: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
+    tid = entry["id"]
+    line = inputs.receipt.lines[tid]
+    bundle = inputs.bundles.get(tid)
+    triaged = inputs.triage.tasks.get(tid) if inputs.triage else None
+    stage = "triage" if entry["reason"] in TRIAGE_STAGE_REASONS else "probe"
+    codes = [entry["reason"]]
+    if stage == "triage" and triaged is not None:
+        found = [r["code"] for r in triaged.get("reasons", []) if severity(r["code"]) != NOTE]
+        codes = found or codes
+    row = {
+        "task_id": tid,
+        "stage": stage,
+        "reason": entry["reason"],
+        "codes": codes,
+        "detail": entry["detail"],
+        "instruction": bundle.instruction if bundle else "",
+        "app_type": bundle.app_type if bundle else str((triaged or {}).get("app_type") or ""),
+        "difficulty": bundle.difficulty if bundle else (triaged or {}).get("difficulty"),
+        "bundle_hash": line["bundle_hash"],
+        "rewards": list(line.get("rewards") or []),
+        "tier": line.get("tier"),
+    }
+    err = validation_error("dropped_row", row)
+    if err:  # a bug here, not bad input
+        raise AssertionError(f"dropped row of {tid} violates schemas/dropped_row.schema.json: {err}")
+    return row
+
+
+def _counts(inputs: Inputs, splits: dict[str, list[dict[str, Any]]], dropped: list[dict[str, Any]]) -> dict[str, Any]:
+    r = inputs.receipt
+    lines = r.lines.values()
+    tiers = Counter(str(ln.get("tier")) if ln.get("tier") is not None else "none" for ln in lines)
+    counts: dict[str, Any] = {
+        "tasks": r.summary["total"],
+        "splits": {name: len(rows) for name, rows in splits.items()} | {"dropped": len(dropped)},
+        "outcome": {"kept": len(r.kept), "dropped": len(r.dropped)},
+        "reason": dict(sorted(Counter(d["reason"] for d in r.dropped).items())),
+        "stage": dict(sorted(Counter(d["stage"] for d in dropped).items())),
+        "tier": dict(sorted(tiers.items())),
+        "verdict": None,
+        "triage_reason": None,
+    }
+    if inputs.triage is not None:
+        s = inputs.triage.doc["summary"]
+        counts["verdict"] = dict(s["by_verdict"])
+        counts["triage_reason"] = dict(sorted(s["by_reason"].items()))
+    return counts
+
+
+def _probe_settings(inputs: Inputs) -> dict[str, Any]:
+    s = inputs.receipt.summary
+    hashes = sorted({ln.get("config_hash", "") for ln in inputs.receipt.lines.values()} - {""})
+    return {
+        "config_hashes": hashes,
+        "repeats": s.get("repeats"),
+        "state_fidelity": s.get("state_fidelity"),
+        "executor": s.get("executor"),
+    }
+
+
+def image_content_hash(image_id: str) -> str | None:
+    """The `shinken.content_hash` label of the task image, when this machine's Docker has it."""
+    try:
+        import docker
+
+        labels = docker.from_env(timeout=5).images.get(image_id).labels or {}
+    except Exception:  # no Docker, or the image is gone: the id alone still names it exactly
+        return None
+    return labels.get("shinken.content_hash")
+
+
+def _source(inputs: Inputs) -> dict[str, Any] | None:
+    src = inputs.source
+    if src is None:
+        return None
+    return {
+        "repo_id": src.repo_id,
+        "repo_type": src.repo_type,
+        "revision": src.revision,
+        "archives": [{"path": a.path, "sha256": a.sha256, "size": a.size} for a in src.archives],
+        "license": src.license,
+    }
+
+
+def resolve_license(inputs: Inputs, override: str | None) -> tuple[str, str]:
+    """(license, where it came from). The source's card decides unless --license is given;
+    an unknown license is refused, never written as `unknown`."""
+    if override:
+        return override, "option"
+    if inputs.source is not None and inputs.source.license:
+        return inputs.source.license, "source"
+    why = ("the task root has no source record (it was not made by `shinken download`)" if inputs.source is None
+           else f"the card of {inputs.source.repo_id}@{inputs.source.revision[:12]} names no license")
+    raise ShinkenError(f"{why}; pass --license ID with the license the tasks are under (e.g. apache-2.0)")
+
+
+def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license: str | None = None,
+                   band: list[str] | None = None, control: list[str] | None = None,
+                   profile_edges: dict[str, Any] | None = None) -> Contents:
+    kept = inputs.kept_bundles()
+    rows = {b.id: rows_mod.make_row(b) for b in kept}
+    s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
+    splits: dict[str, list[dict[str, Any]]] = {
+        "train": [rows[i] for i in s.train],
+        "validation": [rows[i] for i in s.validation],
+    }
+    for name, ids in (("band", band), ("control", control)):
+        if ids is None:
+            continue
+        unknown = [i for i in ids if i not in rows]
+        if unknown:
+            raise ShinkenError(f"the profile's {name} names {len(unknown)} task(s) the receipt did not keep "
+                               f"(e.g. {unknown[0]}); profile the same tasks you publish")
+        splits[name] = [rows[i] for i in sorted(ids)]
+    dropped = [_dropped_row(d, inputs) for d in sorted(inputs.receipt.dropped, key=lambda d: d["id"])]
+    lic, lic_from = resolve_license(inputs, license)
+    image = inputs.receipt.image
+    provenance: dict[str, Any] = {
+        "schema": "shinken.provenance/1",
+        "repo_id": repo_id,
+        "shinken_version": shinken.__version__,
+        "license": lic,
+        "license_from": lic_from,
+        "source": _source(inputs),
+        "image": {"ref": image["ref"], "id": image["id"], "content_hash": image_content_hash(image["id"])},
+        "probe": _probe_settings(inputs),
+        "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify},
+        "counts": _counts(inputs, splits, dropped),
+        "profile": profile_edges,
+        "bundles": {"path": BUNDLES_PATH, "tasks": len(kept), "sha256": None, "size": None, "members": 0},
+    }
+    return Contents(repo_id=repo_id, splits=splits, dropped=dropped, kept=kept, provenance=provenance,
+                    license=lic, source_card=dict(inputs.source.card) if inputs.source else {})
