@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import common, download, gc, image, make_workspace, probe, profile, report, triage
+from shinken.cli import common, download, gc, image, make_workspace, probe, profile, publish, report, triage
 from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
@@ -46,6 +46,7 @@ add_command(app, "probe", probe.probe, probe.EXAMPLES)
 add_command(app, "make-workspace", make_workspace.make_workspace, make_workspace.EXAMPLES)
 add_command(app, "profile", profile.profile, profile.EXAMPLES)
 add_command(app, "report", report.report, report.EXAMPLES)
+add_command(app, "publish", publish.publish, publish.EXAMPLES)
 add_command(app, "gc", gc.gc, gc.EXAMPLES)
 app.add_typer(image.app, name="image")
 

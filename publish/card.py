@@ -184,7 +184,7 @@ def render_card(contents: Contents) -> str:
         "## Provenance",
         "",
     ]
-    body += _table(("", ""), _provenance_rows(prov))
+    body += _table(("what", "value"), _provenance_rows(prov))
     body += [""]
     body += _counts_section(prov)
     if contents.summary_md:

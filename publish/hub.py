@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shinken.download.hub import REPO_TYPE, HubErrors, hub_endpoint, hub_token
-from shinken.errors import EXIT_FAILED, EnvironmentProblem, ShinkenError
+from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
 from shinken.publish.files import LocalFile, is_managed
 
 
@@ -58,10 +58,10 @@ class PublishErrors(HubErrors):
             status = exc.response.status_code if exc.response is not None else 0
             if status in (409, 412) and self.parent is not None:
                 now = self._head()
-                raise ShinkenError(
+                raise WorkFailed(
                     f"{where}: the branch moved while publishing (head was {self.parent[:12]} at the start, now "
                     f"{now}): someone else committed; nothing was committed; run `shinken publish` again to "
-                    "publish against the new head", EXIT_FAILED) from None
+                    "publish against the new head") from None
             if status in (401, 403):
                 raise ShinkenError(f"{where}: the hub refused the token (HTTP {status}); set HF_TOKEN to a token "
                                    "with write access to this repo (or its organisation)") from None

@@ -8,13 +8,13 @@ import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from shinken.errors import ShinkenError
 from shinken.publish.contents import SplitOptions, build_contents
 from shinken.publish.files import LocalFile, write_files, write_local_dir
 from shinken.publish.inputs import read_inputs
-from shinken.schemas import validation_error
+from shinken.schemas import check_own
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -53,9 +53,7 @@ class PublishResult:
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
-        err = validation_error("publish_result", doc)
-        if err:  # a bug, not bad input
-            raise AssertionError(f"publish result violates schemas/publish_result.schema.json: {err}")
+        check_own("publish_result", doc, "the publish result")
         return doc
 
 
@@ -76,11 +74,14 @@ def _message(opts: PublishOptions, splits: dict[str, int], source: dict[str, Any
     return f"shinken publish: {counts}{origin}"
 
 
-def publish(opts: PublishOptions) -> PublishResult:
+def publish(opts: PublishOptions, say: Callable[[str], None] = lambda _: None) -> PublishResult:
+    """`say` gets one line per stage (progress, for stderr); bad input fails before the first."""
     _check_options(opts)
     inputs = read_inputs(opts.receipt, triage_path=opts.triage, task_root=opts.task_root)
     contents = build_contents(inputs, repo_id=opts.repo_id, split=opts.split, license=opts.license)
     splits = dict(contents.provenance["counts"]["splits"])
+    say(f"{len(contents.kept)} kept and {len(contents.dropped)} dropped task(s) from {opts.receipt}; "
+        f"packing the kept bundles")
 
     def listing(files: list[LocalFile], changes: dict[str, str] | None = None) -> list[dict[str, Any]]:
         return [{"path": f.path, "size": f.size, "sha256": f.sha256,
@@ -99,6 +100,7 @@ def publish(opts: PublishOptions) -> PublishResult:
         folder = stage / "files"  # the registry's owner marker stays outside what is uploaded
         folder.mkdir()
         files = write_files(contents, folder)
+        say(f"comparing with {opts.repo_id}@{opts.revision} on the hub")
         res = push(files, repo_id=opts.repo_id, revision=opts.revision, private=opts.private,
                    create_pr=opts.create_pr, message=_message(opts, splits, contents.provenance["source"]),
                    description="Published by `shinken publish`; provenance.json and the card's tables say "

@@ -65,6 +65,11 @@ USAGE_ERRORS = {
     "report: no output": (["report", "--triage", NOPE], "no output"),
     "report: no triage report": (["report", "--triage", NOPE, "--md", "-"], NOPE),
     "report: unknown option": (["report", "--bogus"], "No such option: --bogus"),
+    "publish: missing option": (["publish", "--repo-id", "a/b"], "Missing option '--receipt'"),
+    "publish: bad repo id": (["publish", "--repo-id", "nope", "--receipt", NOPE], "ORG/NAME"),
+    "publish: no receipt": (["publish", "--repo-id", "a/b", "--receipt", NOPE], NOPE),
+    "publish: pr without hub": (["publish", "--repo-id", "a/b", "--receipt", NOPE, "--create-pr",
+                                 "--local-dir", "/tmp/shinken-test-p"], "--create-pr"),
 }
 
 

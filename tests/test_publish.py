@@ -1,0 +1,327 @@
+"""`shinken publish` end to end: a real triage and probe of demo bundles on Docker, then the
+REAL huggingface_hub client against the loopback hub (tests/hub_server.py), through the
+installed `shinken` command: first publish, unchanged re-publish, changed publish, a
+concurrent commit, a pull request, token errors, --local-dir, and a download of the published
+repo that triages and probes like the original."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shinken.errors import EXIT_FAILED, EXIT_USAGE
+from shinken.schemas import check_with_jsonschema
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests.hub_server import GITATTRIBUTES, FakeRepo, HubServer  # noqa: E402
+
+SHINKEN = Path(sys.executable).with_name("shinken")
+KEPT = ["hello-file", "hello-notes"]
+DROPPED = {"zero-signal": "zero_signal", "broken-reward": "defective"}
+TOKEN = "hf_publish_test"
+
+
+def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
+                          env=env, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, linux_image: str) -> dict[str, Path]:
+    """Four file-only demo bundles (two kept, two dropped for different reasons), triaged and
+    probed for real on the linux image: the receipt every test publishes."""
+    tmp = tmp_path_factory.mktemp("pubrun")
+    root = tmp / "tasks"
+    root.mkdir()
+    for name in ("hello-file", "zero-signal", "broken-reward"):
+        shutil.copytree(REPO / "demo" / name, root / name)
+    # A second kept task with its own instruction, so the split has both sides.
+    shutil.copytree(REPO / "demo" / "hello-file", root / "hello-notes")
+    cfg = json.loads((root / "hello-notes" / "config.json").read_text())
+    cfg.update(id="hello-notes", instruction="Write exactly the text hello shinken into /home/user/hello.txt")
+    (root / "hello-notes" / "config.json").write_text(json.dumps(cfg, indent=2))
+    (root / "hello-notes" / "initial_setup.sh").chmod(0o755)  # an exec bit must survive the round trip
+    triage, receipt = tmp / "triage.json", tmp / "receipt.json"
+    p = _run(["triage", str(root), "--image", linux_image, "--json", str(triage)])
+    assert p.returncode == 0, p.stderr
+    p = _run(["probe", str(root), "--image", linux_image, "--triage", str(triage), "--receipt", str(receipt),
+              "--run-dir", str(tmp / "run"), "--state-fidelity", "filesystem"])
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(receipt.read_text())
+    assert sorted(doc["kept"]) == KEPT and {d["id"]: d["reason"] for d in doc["dropped"]} == DROPPED
+    return {"root": root, "triage": triage, "receipt": receipt, "tmp": tmp}
+
+
+@pytest.fixture()
+def hub():
+    server = HubServer().start()
+    yield server
+    server.stop()
+
+
+def _env(hub: HubServer, tmp_path: Path, token: str | None = TOKEN) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    # The loopback hub speaks LFS, not Xet; the client picks Xet by itself when hf_xet is installed.
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"), HF_HUB_DISABLE_XET="1",
+               HF_HUB_DISABLE_TELEMETRY="1")
+    if token:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def _publish(demo_run: dict[str, Path], env: dict[str, str], *extra: str, repo_id: str = "team/cua-clean",
+             triage: bool = True, as_json: bool = True) -> subprocess.CompletedProcess:
+    args = ["publish", "--repo-id", repo_id, "--receipt", str(demo_run["receipt"]),
+            "--task-root", str(demo_run["root"]), "--license", "apache-2.0", *extra]
+    if as_json:
+        args.append("--json")
+    if triage:
+        args += ["--triage", str(demo_run["triage"])]
+    return _run(args, env)
+
+
+def _ok(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    doc = json.loads(p.stdout)
+    assert check_with_jsonschema("publish_result", doc) == []
+    return doc
+
+
+def _fails(p: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+    assert p.returncode == code, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr and p.stdout == ""
+    line = p.stderr.strip().splitlines()[-1]
+    assert line.startswith("shinken: error: ")
+    for n in needles:
+        assert n in line, line
+    return line
+
+
+def _jsonl(data: bytes) -> list[dict]:
+    return [json.loads(ln) for ln in data.splitlines() if ln.strip()]
+
+
+def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    env = _env(hub, tmp_path)
+    local = _ok(_publish(demo_run, env, "--local-dir", str(tmp_path / "review")))
+    assert local["status"] == "written" and not hub.requests  # --local-dir never talks to the hub
+    review = tmp_path / "review"
+    files = {str(p.relative_to(review)): p.read_bytes() for p in review.rglob("*") if p.is_file()}
+    assert sorted(files) == ["README.md", "artifacts/tasks.tar.zst", "data/dropped.jsonl", "data/train.jsonl",
+                             "data/validation.jsonl", "provenance.json"]
+
+    doc = _ok(_publish(demo_run, env))
+    assert doc["status"] == "committed" and doc["created"] and doc["private"] is True
+    repo = hub.repos["team/cua-clean"]
+    assert repo.private  # private by default
+    assert {p: d for p, d in repo.files.items() if p != ".gitattributes"} == files
+    assert [c.message for c in repo.commits][0] == "initial commit" and len(repo.commits) == 2
+    assert repo.commits[1].parent == doc["parent"] == repo.commits[0].sha
+    # The archive went up through the LFS batch API (basic transfer) to the CDN host, then verify.
+    assert hub.seen("POST", "/info/lfs/objects/batch") and hub.seen("POST", "/info/lfs/objects/verify")
+    puts = [r for r in hub.requests if r.method == "PUT"]
+    assert [r.host for r in puts] == ["127.0.0.2"] and "artifacts/tasks.tar.zst" in repo.lfs_paths
+    assert not hub.seen(contains="xet")
+    commit_posts = hub.seen("POST", "/commit/main")
+    assert len(commit_posts) == 1 and commit_posts[0].headers["content-type"] == "application/x-ndjson"
+
+    # The card: YAML the hub reads, and the provenance table.
+    card = files["README.md"].decode()
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["license"] == "apache-2.0" and meta["task_categories"] == ["reinforcement-learning"]
+    assert {"rl-environment", "nemo-gym", "computer-use"} <= set(meta["tags"])
+    default, dropped = meta["configs"]
+    assert [f["split"] for f in default["data_files"]] == ["train", "validation"]
+    assert dropped == {"config_name": "dropped", "data_files": [{"split": "dropped", "path": "data/dropped.jsonl"}]}
+    prov = json.loads(files["provenance.json"])
+    assert check_with_jsonschema("provenance", prov) == []
+    receipt = json.loads(demo_run["receipt"].read_text())
+    assert prov["image"]["id"] == receipt["image"]["id"] and prov["image"]["content_hash"]
+    assert prov["image"]["content_hash"] in card and receipt["image"]["id"] in card
+    hashes = {t["config_hash"] for t in receipt["tasks"]}
+    assert prov["probe"]["config_hashes"] == sorted(hashes) and all(h in card for h in hashes)
+    assert prov["counts"]["verdict"] == {"runnable": 3, "blocked": 0, "defective": 1}
+    assert prov["counts"]["reason"] == {"defective": 1, "zero_signal": 1}
+    assert prov["counts"]["tier"] == {"none": 4}
+    assert prov["bundles"]["sha256"] in card and prov["source"] is None
+    assert "| `zero_signal` | 1 |" in card and "| `reward_no_marker` | 1 |" in card
+
+    # Rows: the split and the very rows make-workspace writes for the same receipt.
+    from shinken.workspace.writer import WorkspaceOptions, make_workspace
+
+    ws = make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=demo_run["root"],
+                                         ids_file=demo_run["receipt"]))
+    data = ws.dest / "resources_servers" / "shinken_cua" / "data"
+    for split in ("train", "validation"):
+        assert files[f"data/{split}.jsonl"] == (data / f"{split}.jsonl").read_bytes()
+        assert [r["task_id"] for r in _jsonl(files[f"data/{split}.jsonl"])] == getattr(ws, split)
+    rows = _jsonl(files["data/dropped.jsonl"])
+    assert all(check_with_jsonschema("dropped_row", r) == [] for r in rows)
+    by_id = {r["task_id"]: r for r in rows}
+    assert by_id["broken-reward"]["stage"] == "triage" and by_id["broken-reward"]["codes"] == ["reward_no_marker"]
+    assert by_id["zero-signal"]["stage"] == "probe" and by_id["zero-signal"]["rewards"] == [1.0, 1.0]
+
+
+def test_unchanged_republish_is_a_no_op_and_a_change_is_one_commit(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    env = _env(hub, tmp_path)
+    first = _ok(_publish(demo_run, env, "--public"))
+    repo = hub.repos["team/cua-clean"]
+    assert not repo.private and first["private"] is False
+    n_commits, head = len(repo.commits), repo.commit
+
+    again = _ok(_publish(demo_run, env))
+    assert again["status"] == "unchanged" and again["commit"] == head
+    assert {f["change"] for f in again["files"]} == {"unchanged"}
+    assert len(repo.commits) == n_commits and len(hub.seen("POST", "/commit/")) == 1
+    p = _publish(demo_run, env, as_json=False)
+    assert p.returncode == 0 and "unchanged, no commit" in p.stdout  # the table says so too
+
+    # A split from an earlier publish that this one no longer writes is removed; files shinken
+    # does not manage stay. Both changes and the new split go in ONE commit against the head.
+    repo.advance("main", {**repo.files, "data/band.jsonl": b'{"x": 1}\n', "NOTES.md": b"mine\n"}, "by hand",
+                 repo.commit)
+    head = repo.commit
+    changed = _ok(_publish(demo_run, env, "--seed", "7", "--val-fraction", "0.5", "-m", "reseed"))
+    assert changed["status"] == "committed" and changed["parent"] == head
+    assert repo.commits[-1].parent == head and repo.commits[-1].message == "reseed"
+    assert len(repo.commits) == n_commits + 2
+    changes = {f["path"]: f["change"] for f in changed["files"]}
+    assert changes["data/band.jsonl"] == "deleted" and changes["artifacts/tasks.tar.zst"] == "unchanged"
+    assert changes["provenance.json"] == "updated"
+    assert "data/band.jsonl" not in repo.files and repo.files["NOTES.md"] == b"mine\n"
+    assert json.loads(repo.files["provenance.json"])["split"]["seed"] == 7
+
+
+def test_concurrent_commit_fails_clearly_and_writes_nothing(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    env = _env(hub, tmp_path)
+    _ok(_publish(demo_run, env))
+    repo = hub.repos["team/cua-clean"]
+    theirs = {**repo.files, "README.md": b"# someone else's card\n"}
+
+    def other_writer(r: FakeRepo) -> None:
+        r.advance("main", theirs, "a concurrent edit", r.commit)
+
+    hub.before_commit = other_writer
+    read_at_start = repo.commit
+    p = _publish(demo_run, env, "--seed", "3")
+    line = _fails(p, EXIT_FAILED, "moved while publishing", read_at_start[:12], "nothing was committed")
+    assert repo.commits[-1].message == "a concurrent edit"
+    assert repo.commit[:12] in line  # names the new head
+    assert repo.files == theirs  # ours did not land, not even partly
+
+
+def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    env = _env(hub, tmp_path)
+    _ok(_publish(demo_run, env))
+    repo = hub.repos["team/cua-clean"]
+    head, main_files = repo.commit, dict(repo.files)
+    pr = _ok(_publish(demo_run, env, "--seed", "5", "--create-pr"))
+    assert pr["status"] == "pull_request" and pr["pr_url"].endswith("/datasets/team/cua-clean/discussions/1")
+    assert repo.commit == head and repo.files == main_files
+    assert repo.prs() == ["refs/pr/1"] and repo.commits[-1].parent == head
+    assert hub.seen("POST", "/commit/main?create_pr=1")
+    pr_files = repo.history[repo.refs["refs/pr/1"]]
+    assert json.loads(pr_files["provenance.json"])["split"]["seed"] == 5
+    # Unchanged content opens no pull request either.
+    assert _ok(_publish(demo_run, env, "--create-pr"))["status"] == "unchanged" and repo.prs() == ["refs/pr/1"]
+
+
+def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    _fails(_publish(demo_run, _env(hub, tmp_path, token=None)), EXIT_USAGE, "HF_TOKEN", "--local-dir")
+    assert not hub.requests  # refused before any request
+    hub.token = TOKEN
+    _fails(_publish(demo_run, _env(hub, tmp_path, token="hf_wrong")), EXIT_USAGE, "HF_TOKEN")
+    hub.read_only_tokens.add(TOKEN)
+    _fails(_publish(demo_run, _env(hub, tmp_path)), EXIT_USAGE, "HTTP 403", "write access")
+    assert "team/cua-clean" not in hub.repos
+
+
+def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    env = _env(hub, tmp_path)
+    base = ["publish", "--receipt", str(demo_run["receipt"]), "--task-root", str(demo_run["root"])]
+    _fails(_run(base + ["--repo-id", "no-slash", "--local-dir", str(tmp_path / "x")], env), EXIT_USAGE, "ORG/NAME")
+    # No source record and no --license: the license is unknown and is not invented.
+    _fails(_run(base + ["--repo-id", "a/b", "--local-dir", str(tmp_path / "x")], env), EXIT_USAGE, "--license")
+    _fails(_run(base + ["--repo-id", "a/b", "--receipt", str(demo_run["triage"]), "--license", "mit",
+                        "--local-dir", str(tmp_path / "x")], env), EXIT_USAGE, "not a probe receipt")
+    # A kept bundle edited after the probe: its result no longer applies.
+    root = tmp_path / "edited"
+    shutil.copytree(demo_run["root"], root)
+    (root / "hello-file" / "reward.py").write_text("print('REWARD: 1.0')\n")
+    _fails(_run(["publish", "--repo-id", "a/b", "--receipt", str(demo_run["receipt"]), "--task-root", str(root),
+                 "--license", "mit", "--local-dir", str(tmp_path / "x")], env),
+           EXIT_USAGE, "changed since it was probed")
+    # --local-dir never replaces a folder that is not an earlier publish.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("x")
+    _fails(_run(base + ["--repo-id", "a/b", "--license", "mit", "--local-dir", str(other)], env),
+           EXIT_USAGE, "provenance.json")
+    assert (other / "keep.txt").read_text() == "x" and not hub.requests
+
+
+def test_published_repo_round_trips_through_download(demo_run, hub: HubServer, tmp_path: Path,
+                                                     linux_image: str) -> None:
+    env = _env(hub, tmp_path)
+    pub = _ok(_publish(demo_run, env))
+    dl = _run(["download", "--repo-id", "team/cua-clean", "--local-dir", str(tmp_path / "dl"), "--json"], env)
+    assert dl.returncode == 0, dl.stderr
+    got = json.loads(dl.stdout)
+    assert got["commit"] == pub["commit"] and got["tasks"] == len(KEPT)
+    root = Path(got["dest"])
+    # Byte-identical bundles (exec bit kept): the same bundle hashes, so the same receipts keys.
+    for tid in KEPT:
+        for f in (demo_run["root"] / tid).iterdir():
+            assert (root / tid / f.name).read_bytes() == f.read_bytes()
+    assert os.stat(root / "hello-notes" / "initial_setup.sh").st_mode & 0o111
+    triage2 = tmp_path / "triage2.json"
+    assert _run(["triage", str(root), "--image", linux_image, "--json", str(triage2)], env).returncode == 0
+    before = {t["id"]: t for t in json.loads(demo_run["triage"].read_text())["tasks"]}
+    after = {t["id"]: t for t in json.loads(triage2.read_text())["tasks"]}
+    assert sorted(after) == KEPT
+    for tid in KEPT:
+        assert {k: after[tid][k] for k in ("verdict", "reasons", "bundle_hash", "class")} == \
+               {k: before[tid][k] for k in ("verdict", "reasons", "bundle_hash", "class")}
+    receipt2 = tmp_path / "receipt2.json"
+    p = _run(["probe", str(root), "--image", linux_image, "--receipt", str(receipt2), "--run-dir",
+              str(tmp_path / "run2"), "--state-fidelity", "filesystem"], env)
+    assert p.returncode == 0, p.stderr
+    first = {t["task_id"]: t for t in json.loads(demo_run["receipt"].read_text())["tasks"]}
+    second = {t["task_id"]: t for t in json.loads(receipt2.read_text())["tasks"]}
+    for tid in KEPT:
+        assert {k: second[tid][k] for k in ("outcome", "reason", "rewards", "bundle_hash", "config_hash")} == \
+               {k: first[tid][k] for k in ("outcome", "reason", "rewards", "bundle_hash", "config_hash")}
+
+    # Publishing the downloaded task root carries the source: its revision and the license of its card.
+    doc = _ok(_run(["publish", "--repo-id", "team/cua-again", "--receipt", str(receipt2), "--task-root", str(root),
+                    "--local-dir", str(tmp_path / "again"), "--json"], env))
+    prov = json.loads((tmp_path / "again" / "provenance.json").read_text())
+    assert prov["source"]["repo_id"] == "team/cua-clean" and prov["source"]["revision"] == pub["commit"]
+    assert prov["license"] == "apache-2.0" and prov["license_from"] == "source"
+    archive = next(f for f in pub["files"] if f["path"] == "artifacts/tasks.tar.zst")
+    assert prov["source"]["archives"] == [{"path": "artifacts/tasks.tar.zst", "sha256": archive["sha256"],
+                                          "size": archive["size"]}]
+    card = (tmp_path / "again" / "README.md").read_text()
+    assert pub["commit"] in card and "from the source dataset's card" in card
+    assert doc["status"] == "written"
+
+
+def test_new_repo_starts_with_gitattributes(hub: HubServer, tmp_path: Path) -> None:
+    """The loopback hub creates repos the way the hub does (an initial commit)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub.endpoint, token=TOKEN)
+    api.create_repo("team/empty", repo_type="dataset", private=True)
+    info = api.dataset_info("team/empty", token=TOKEN)
+    assert info.private and [s.rfilename for s in info.siblings] == [".gitattributes"]
+    assert hub.repos["team/empty"].files[".gitattributes"] == GITATTRIBUTES
