@@ -17,6 +17,7 @@ from shinken.errors import ShinkenError
 from shinken.publish.card import render_card, split_files
 from shinken.publish.contents import BUNDLES_PATH, Contents
 from shinken.schemas import check_own
+from shinken.swap import swap_into_place
 
 PROVENANCE = "provenance.json"
 CARD = "README.md"
@@ -104,13 +105,7 @@ def write_local_dir(contents: Contents, dest: Path) -> list[LocalFile]:
     stage.mkdir()
     try:
         files = write_files(contents, stage)
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            dest.rename(old)
-            stage.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            stage.rename(dest)
+        swap_into_place(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

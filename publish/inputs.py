@@ -71,14 +71,20 @@ def _load_json(path: Path, what: str, hint: str) -> Any:
         raise ShinkenError(f"{path}: the {what} is not valid JSON ({exc}); {hint}") from None
 
 
-def read_receipt(path: Path) -> Receipt:
-    hint = "pass the file `shinken probe --receipt` wrote"
-    doc = _load_json(path, "probe receipt", hint)
-    if not isinstance(doc, dict) or doc.get("schema") != "shinken.probe/1":
-        raise ShinkenError(f"{path}: not a probe receipt (no schema shinken.probe/1); {hint}")
-    err = validation_error("probe_receipt", doc)
+def _read_doc(path: Path, what: str, schema_id: str, schema: str, hint: str) -> dict[str, Any]:
+    """A shinken report: JSON, the right `schema` id, valid against its schema file."""
+    doc = _load_json(path, what, hint)
+    if not isinstance(doc, dict) or doc.get("schema") != schema_id:
+        raise ShinkenError(f"{path}: not a {what} (no schema {schema_id}); {hint}")
+    err = validation_error(schema, doc)
     if err:
-        raise ShinkenError(f"{path}: the probe receipt does not match schemas/probe_receipt.schema.json ({err})")
+        raise ShinkenError(f"{path}: the {what} does not match schemas/{schema}.schema.json ({err})")
+    return doc
+
+
+def read_receipt(path: Path) -> Receipt:
+    doc = _read_doc(path, "probe receipt", "shinken.probe/1", "probe_receipt",
+                    "pass the file `shinken probe --receipt` wrote")
     lines: dict[str, dict[str, Any]] = {}
     for line in doc["tasks"]:
         err = validation_error("receipt_line", line)
@@ -97,13 +103,8 @@ def read_receipt(path: Path) -> Receipt:
 
 
 def read_triage(path: Path) -> Triage:
-    hint = "pass the file `shinken triage --json` wrote"
-    doc = _load_json(path, "triage report", hint)
-    if not isinstance(doc, dict) or doc.get("schema") != "shinken.triage/1":
-        raise ShinkenError(f"{path}: not a triage report (no schema shinken.triage/1); {hint}")
-    err = validation_error("triage", doc)
-    if err:
-        raise ShinkenError(f"{path}: the triage report does not match schemas/triage.schema.json ({err})")
+    doc = _read_doc(path, "triage report", "shinken.triage/1", "triage",
+                    "pass the file `shinken triage --report` wrote")
     return Triage(path, doc, {t["id"]: t for t in doc["tasks"]})
 
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job over the demo bundles shipped in demo/: triage -> probe -> make-workspace
-# [-> profile] -> report. Reports land in out/demo/ (triage.json, receipt.json, report.html,
-# report.md); the NeMo Gym workspace goes outside the source tree (Gym would mistake the repo
-# for a Gym checkout): ~/shinken-demo-workspace unless WORKSPACE says otherwise.
+# [-> profile] -> report -> publish. Reports land in out/demo/ (triage.json, receipt.json,
+# report.html, report.md), the dataset as it would go to the hub in out/demo/publish/
+# (--local-dir: nothing is uploaded); the NeMo Gym workspace goes outside the source tree
+# (Gym would mistake the repo for a Gym checkout): ~/shinken-demo-workspace unless WORKSPACE
+# says otherwise.
 # After collecting rollouts of the workspace (gym eval run --num-repeats K, or, without a
 # model, scripts/demo-rollouts.sh), ROLLOUTS=<their file or folder> adds the profile step.
 set -euo pipefail
@@ -26,3 +28,6 @@ PROFILE=()
 [ -f "$OUT/profile/profile.json" ] && PROFILE=(--profile "$OUT/profile")
 "$S" report --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" "${PROFILE[@]}" \
   --html "$OUT/report.html" --md "$OUT/report.md"
+# The demo bundles are the project's own (Apache-2.0); a downloaded release carries its license.
+"$S" publish --repo-id "${PUBLISH_REPO:-shinken-demo/cua-gym-demo}" --receipt "$OUT/receipt.json" \
+  --triage "$OUT/triage.json" "${PROFILE[@]}" --task-root demo --license apache-2.0 --local-dir "$OUT/publish"

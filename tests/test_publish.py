@@ -51,7 +51,7 @@ def demo_run(tmp_path_factory, linux_image: str) -> dict[str, Path]:
     (root / "hello-notes" / "config.json").write_text(json.dumps(cfg, indent=2))
     (root / "hello-notes" / "initial_setup.sh").chmod(0o755)  # an exec bit must survive the round trip
     triage, receipt = tmp / "triage.json", tmp / "receipt.json"
-    p = _run(["triage", str(root), "--image", linux_image, "--json", str(triage)])
+    p = _run(["triage", str(root), "--image", linux_image, "--report", str(triage)])
     assert p.returncode == 0, p.stderr
     p = _run(["probe", str(root), "--image", linux_image, "--triage", str(triage), "--receipt", str(receipt),
               "--run-dir", str(tmp / "run"), "--state-fidelity", "filesystem"])
@@ -285,7 +285,7 @@ def test_published_repo_round_trips_through_download(demo_run, hub: HubServer, t
             assert (root / tid / f.name).read_bytes() == f.read_bytes()
     assert os.stat(root / "hello-notes" / "initial_setup.sh").st_mode & 0o111
     triage2 = tmp_path / "triage2.json"
-    assert _run(["triage", str(root), "--image", linux_image, "--json", str(triage2)], env).returncode == 0
+    assert _run(["triage", str(root), "--image", linux_image, "--report", str(triage2)], env).returncode == 0
     before = {t["id"]: t for t in json.loads(demo_run["triage"].read_text())["tasks"]}
     after = {t["id"]: t for t in json.loads(triage2.read_text())["tasks"]}
     assert sorted(after) == KEPT

@@ -30,6 +30,7 @@ from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.schemas import write_json
+from shinken.swap import swap_into_place
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.split import normalize_instruction, split_bundles
 from shinken.workspace.wheel import build_wheel
@@ -213,13 +214,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
         }
         write_json(stage / MANIFEST, manifest, "workspace_manifest")
         os.chmod(stage, 0o755)
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            dest.rename(old)
-            stage.rename(dest)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            stage.rename(dest)
+        swap_into_place(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
