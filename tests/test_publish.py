@@ -234,6 +234,11 @@ def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: P
     assert json.loads(pr_files["provenance.json"])["split"]["seed"] == 5
     # Unchanged content opens no pull request either.
     assert _ok(_publish(demo_run, env, "--create-pr"))["status"] == "unchanged" and repo.prs() == ["refs/pr/1"]
+    # A branch that does not exist yet is made from the default branch, then committed to.
+    branch = _ok(_publish(demo_run, env, "--seed", "9", "--revision", "v2"))
+    assert branch["status"] == "committed" and any("created branch 'v2'" in n for n in branch["notes"])
+    assert branch["parent"] == head and repo.commit == head and repo.files == main_files
+    assert json.loads(repo.history[repo.refs["v2"]]["provenance.json"])["split"]["seed"] == 9
 
 
 def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
