@@ -26,6 +26,9 @@ def publish(
     triage: Annotated[
         Optional[Path], typer.Option("--triage", help="Triage report (`shinken triage --report`): verdicts and reason codes.")
     ] = None,
+    profile: Annotated[
+        Optional[Path], typer.Option("--profile", help="Profile (`shinken profile --out DIR`: DIR or its profile.json): band and control splits.")
+    ] = None,
     task_root: Annotated[
         Optional[Path], typer.Option("--task-root", help="Folder of task bundles (default: the one the receipt names).")
     ] = None,
@@ -61,7 +64,7 @@ def publish(
 
     output = Output(json_out)
     res = run_publish(PublishOptions(
-        repo_id=repo_id, receipt=receipt, triage=triage, task_root=task_root, revision=revision,
+        repo_id=repo_id, receipt=receipt, triage=triage, profile=profile, task_root=task_root, revision=revision,
         private=private, create_pr=create_pr, local_dir=local_dir, message=message, license=license,
         split=SplitOptions(val_fraction=val_fraction, seed=seed, stratify=stratify)),
         say=lambda line: output.note(f"shinken: {line}"))

@@ -140,7 +140,11 @@ def _provenance_rows(prov: dict[str, Any]) -> list[tuple[str, str]]:
                                  f"{b['size']:,} bytes"))
     prof = prov.get("profile")
     if prof:
-        rows.append(("Profile band", ", ".join(f"{k} {v}" for k, v in prof.items())))
+        counts = ", ".join(f"{k} {n}" for k, n in prof["counts"].items())
+        control = f"; control sample {prof['control_size']} (seed {prof['seed']})" if prof["control_size"] is not None else ""
+        rows.append(("Profile band", f"{prof['min_pass']} < pass rate < {prof['max_pass']} (a pass: reward >= "
+                                     f"{prof['pass_threshold']}; measured with {prof['min_rollouts']}+ scored rollouts, "
+                                     f"{prof['rollouts']} rollouts read): {counts}{control}"))
     return rows
 
 
@@ -188,7 +192,8 @@ def render_card(contents: Contents) -> str:
     body += [""]
     body += _counts_section(prov)
     if contents.summary_md:
-        body += ["", "## Run summary", "", contents.summary_md.strip()]
+        body += ["", "The run in figures, as `shinken report --md` renders the same inputs:",
+                 "", contents.summary_md.strip()]
     body += [
         "",
         "## Use it",

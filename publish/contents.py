@@ -135,9 +135,15 @@ def resolve_license(inputs: Inputs, override: str | None) -> tuple[str, str]:
     raise ShinkenError(f"{why}; pass --license ID with the license the tasks are under (e.g. apache-2.0)")
 
 
-def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license: str | None = None,
-                   band: list[str] | None = None, control: list[str] | None = None,
-                   profile_edges: dict[str, Any] | None = None) -> Contents:
+def summary_markdown(inputs: Inputs) -> str:
+    """`shinken report --md` of the same documents, its headings under the card's."""
+    from shinken.report.markdown import render_markdown
+
+    return render_markdown(triage=inputs.triage.doc if inputs.triage else None, receipt=inputs.receipt.doc,
+                           profile=inputs.profile.doc if inputs.profile else None, level=2)
+
+
+def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license: str | None = None) -> Contents:
     kept = inputs.kept_bundles()
     rows = {b.id: rows_mod.make_row(b) for b in kept}
     s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
@@ -145,7 +151,8 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
         "train": [rows[i] for i in s.train],
         "validation": [rows[i] for i in s.validation],
     }
-    for name, ids in (("band", band), ("control", control)):
+    prof = inputs.profile
+    for name, ids in (("band", prof.band if prof else None), ("control", prof.control if prof else None)):
         if ids is None:
             continue
         unknown = [i for i in ids if i not in rows]
@@ -167,8 +174,9 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
         "probe": _probe_settings(inputs),
         "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify},
         "counts": _counts(inputs, splits, dropped),
-        "profile": profile_edges,
+        "profile": prof.edges() if prof else None,
         "bundles": {"path": BUNDLES_PATH, "tasks": len(kept), "sha256": None, "size": None, "members": 0},
     }
     return Contents(repo_id=repo_id, splits=splits, dropped=dropped, kept=kept, provenance=provenance,
-                    license=lic, source_card=dict(inputs.source.card) if inputs.source else {})
+                    license=lic, source_card=dict(inputs.source.card) if inputs.source else {},
+                    summary_md=summary_markdown(inputs))

@@ -3,7 +3,7 @@ task root, checked against their schemas and against each other before anything 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
 from shinken.download.source import SourceInfo, read_source
 from shinken.errors import ShinkenError
+from shinken.profiles.documents import read_document
 from shinken.schemas import validation_error
 
 
@@ -47,44 +48,35 @@ class Triage:
 
 
 @dataclass
+class Profile:
+    path: Path
+    doc: dict[str, Any]
+    band: list[str]
+    control: list[str] | None
+
+    def edges(self) -> dict[str, Any]:
+        """The band edges and counts, for the card and provenance.json."""
+        s = self.doc["settings"]
+        return {"min_pass": s["min_pass"], "max_pass": s["max_pass"], "pass_threshold": s["pass_threshold"],
+                "min_rollouts": s["min_rollouts"], "seed": s["seed"], "counts": dict(self.doc["counts"]),
+                "control_size": self.doc["control_size"], "rollouts": self.doc["totals"]["rollouts"]}
+
+
+@dataclass
 class Inputs:
     receipt: Receipt
     triage: Triage | None
     task_root: Path
     bundles: dict[str, Bundle]  # every bundle of the task root, by id
     source: SourceInfo | None
-    profile: Any = None  # filled by the profile reader when --profile is given
-    notes: list[str] = field(default_factory=list)
+    profile: Profile | None = None
 
     def kept_bundles(self) -> list[Bundle]:
         return [self.bundles[i] for i in self.receipt.kept]
 
 
-def _load_json(path: Path, what: str, hint: str) -> Any:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the {what} ({exc.strerror}); {hint}") from None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: the {what} is not valid JSON ({exc}); {hint}") from None
-
-
-def _read_doc(path: Path, what: str, schema_id: str, schema: str, hint: str) -> dict[str, Any]:
-    """A shinken report: JSON, the right `schema` id, valid against its schema file."""
-    doc = _load_json(path, what, hint)
-    if not isinstance(doc, dict) or doc.get("schema") != schema_id:
-        raise ShinkenError(f"{path}: not a {what} (no schema {schema_id}); {hint}")
-    err = validation_error(schema, doc)
-    if err:
-        raise ShinkenError(f"{path}: the {what} does not match schemas/{schema}.schema.json ({err})")
-    return doc
-
-
 def read_receipt(path: Path) -> Receipt:
-    doc = _read_doc(path, "probe receipt", "shinken.probe/1", "probe_receipt",
-                    "pass the file `shinken probe --receipt` wrote")
+    doc = read_document(path, "probe_receipt")
     lines: dict[str, dict[str, Any]] = {}
     for line in doc["tasks"]:
         err = validation_error("receipt_line", line)
@@ -103,9 +95,32 @@ def read_receipt(path: Path) -> Receipt:
 
 
 def read_triage(path: Path) -> Triage:
-    doc = _read_doc(path, "triage report", "shinken.triage/1", "triage",
-                    "pass the file `shinken triage --report` wrote")
+    doc = read_document(path, "triage")
     return Triage(path, doc, {t["id"]: t for t in doc["tasks"]})
+
+
+def _id_list(path: Path, what: str) -> list[str]:
+    try:
+        ids = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ShinkenError(f"{path}: cannot read the profile's {what} ({exc}); run `shinken profile` again") from None
+    err = validation_error("task_ids", ids)
+    if err:
+        raise ShinkenError(f"{path}: the profile's {what} does not match schemas/task_ids.schema.json ({err})")
+    return list(ids)
+
+
+def read_profile(path: Path) -> Profile:
+    """A profile (`shinken profile --out DIR`): DIR or its profile.json, with the band and
+    control id files beside it."""
+    from shinken.profiles.run import PROFILE_FILE
+
+    if path.is_dir():
+        path = path / PROFILE_FILE
+    doc = read_document(path, "profile")
+    band = _id_list(path.parent / doc["band_file"], "band")
+    control = _id_list(path.parent / doc["control_file"], "control sample") if doc["control_file"] else None
+    return Profile(path, doc, band, control)
 
 
 def _task_root(receipt: Receipt, task_root: Path | None) -> Path:
@@ -120,11 +135,13 @@ def _task_root(receipt: Receipt, task_root: Path | None) -> Path:
     return task_root.resolve()
 
 
-def read_inputs(receipt_path: Path, *, triage_path: Path | None, task_root: Path | None) -> Inputs:
+def read_inputs(receipt_path: Path, *, triage_path: Path | None, task_root: Path | None,
+                profile_path: Path | None = None) -> Inputs:
     """Read and cross-check the inputs. Strict where a claim depends on it: every kept task
     must be in the task root with exactly the content that was probed."""
     receipt = read_receipt(receipt_path)
     triage = read_triage(triage_path) if triage_path is not None else None
+    profile = read_profile(profile_path) if profile_path is not None else None
     root = _task_root(receipt, task_root)
     bundles: dict[str, Bundle] = {}
     for b in load_root(root):
@@ -146,4 +163,5 @@ def read_inputs(receipt_path: Path, *, triage_path: Path | None, task_root: Path
             if entry is not None and entry.get("bundle_hash") not in (None, bundles[tid].bundle_hash):
                 raise ShinkenError(f"{triage.path}: triaged a different version of {tid} than the one probed; "
                                    "run triage again on this task root")
-    return Inputs(receipt=receipt, triage=triage, task_root=root, bundles=bundles, source=read_source(root))
+    return Inputs(receipt=receipt, triage=triage, task_root=root, bundles=bundles, source=read_source(root),
+                  profile=profile)

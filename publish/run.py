@@ -77,7 +77,7 @@ def _message(opts: PublishOptions, splits: dict[str, int], source: dict[str, Any
 def publish(opts: PublishOptions, say: Callable[[str], None] = lambda _: None) -> PublishResult:
     """`say` gets one line per stage (progress, for stderr); bad input fails before the first."""
     _check_options(opts)
-    inputs = read_inputs(opts.receipt, triage_path=opts.triage, task_root=opts.task_root)
+    inputs = read_inputs(opts.receipt, triage_path=opts.triage, task_root=opts.task_root, profile_path=opts.profile)
     contents = build_contents(inputs, repo_id=opts.repo_id, split=opts.split, license=opts.license)
     splits = dict(contents.provenance["counts"]["splits"])
     say(f"{len(contents.kept)} kept and {len(contents.dropped)} dropped task(s) from {opts.receipt}; "

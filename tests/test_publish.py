@@ -330,3 +330,45 @@ def test_new_repo_starts_with_gitattributes(hub: HubServer, tmp_path: Path) -> N
     info = api.dataset_info("team/empty", token=TOKEN)
     assert info.private and [s.rfilename for s in info.siblings] == [".gitattributes"]
     assert hub.repos["team/empty"].files[".gitattributes"] == GITATTRIBUTES
+
+
+def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:
+    """No Docker: a recorded probe receipt of demo/ and a real `shinken profile` of rollouts a
+    real NeMo Gym run wrote (tests/data), restricted to the tasks that receipt kept."""
+    receipt = REPO / "tests" / "data" / "demo_receipt.json"
+    kept = set(json.loads(receipt.read_text())["kept"])
+    rollouts = tmp_path / "rollouts.jsonl"
+    with rollouts.open("w") as out:
+        for run in ("run1", "run2"):
+            for line in (REPO / "tests" / "data" / "gym_rollouts" / run / "rollouts.jsonl").read_text().splitlines():
+                if json.loads(line)["task_id"] in kept:
+                    out.write(line + "\n")
+    prof = tmp_path / "profile"
+    p = _run(["profile", str(rollouts), "--task-root", str(REPO / "demo"), "--receipt", str(receipt), "--out", str(prof)])
+    assert p.returncode == 0, p.stderr
+    band, control = (json.loads((prof / f).read_text()) for f in ("band.json", "control.json"))
+    assert band and control
+    doc = _ok(_run(["publish", "--repo-id", "team/banded", "--receipt", str(receipt), "--task-root", str(REPO / "demo"),
+                    "--profile", str(prof), "--license", "apache-2.0", "--local-dir", str(tmp_path / "out"), "--json"]))
+    assert doc["splits"]["band"] == len(band) and doc["splits"]["control"] == len(control)
+    out = tmp_path / "out"
+    assert [r["task_id"] for r in _jsonl((out / "data" / "band.jsonl").read_bytes())] == band
+    assert [r["task_id"] for r in _jsonl((out / "data" / "control.jsonl").read_bytes())] == control
+    card = (out / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert [f["split"] for f in meta["configs"][0]["data_files"]] == ["train", "validation", "band", "control"]
+    settings = json.loads((prof / "profile.json").read_text())["settings"]
+    edges = json.loads((out / "provenance.json").read_text())["profile"]
+    assert (edges["min_pass"], edges["max_pass"]) == (settings["min_pass"], settings["max_pass"])
+    assert f"{settings['min_pass']} < pass rate < {settings['max_pass']}" in card
+    # The summary is `shinken report --md` of the same documents, headings under the card's.
+    md = _run(["report", "--receipt", str(receipt), "--profile", str(prof), "--md", "-"])
+    assert md.returncode == 0, md.stderr
+    assert "## shinken report" in card and "### Profile" in card and "Pass-rate histogram" in card
+    table_lines = [line for line in md.stdout.splitlines() if line.startswith("|")]
+    assert table_lines and all(line in card for line in table_lines)
+    # A profile of tasks the receipt did not keep is refused: they are not training data.
+    (prof / "band.json").write_text(json.dumps(sorted(band + ["zero-signal"])))
+    _fails(_run(["publish", "--repo-id", "team/banded", "--receipt", str(receipt), "--task-root", str(REPO / "demo"),
+                 "--profile", str(prof), "--license", "mit", "--local-dir", str(tmp_path / "out2")]),
+           EXIT_USAGE, "did not keep")
