@@ -101,13 +101,17 @@ def _probe_settings(inputs: Inputs) -> dict[str, Any]:
 
 def image_content_hash(image_id: str) -> str | None:
     """The `shinken.content_hash` label of the task image, when this machine's Docker has it."""
-    try:
-        import docker
+    from docker.errors import DockerException
 
-        labels = docker.from_env(timeout=5).images.get(image_id).labels or {}
-    except Exception:  # no Docker, or the image is gone: the id alone still names it exactly
+    from shinken.images.build import LABEL_HASH
+    from shinken.sandbox.api import InfraError
+    from shinken.sandbox.docker_client import connect
+
+    try:
+        labels = connect(timeout=5).images.get(image_id).labels or {}
+    except (InfraError, DockerException):  # no Docker here, or the image is gone: the id alone still names it
         return None
-    return labels.get("shinken.content_hash")
+    return labels.get(LABEL_HASH)
 
 
 def _source(inputs: Inputs) -> dict[str, Any] | None:
