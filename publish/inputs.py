@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
 from shinken.download.source import SourceInfo, read_source
 from shinken.errors import ShinkenError
 from shinken.profiles.documents import read_document
-from shinken.schemas import validation_error
+from shinken.schemas import read_json, validation_error
 
 
 @dataclass
@@ -100,14 +99,7 @@ def read_triage(path: Path) -> Triage:
 
 
 def _id_list(path: Path, what: str) -> list[str]:
-    try:
-        ids = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise ShinkenError(f"{path}: cannot read the profile's {what} ({exc}); run `shinken profile` again") from None
-    err = validation_error("task_ids", ids)
-    if err:
-        raise ShinkenError(f"{path}: the profile's {what} does not match schemas/task_ids.schema.json ({err})")
-    return list(ids)
+    return list(read_json(path, f"profile's {what}", "run `shinken profile` again", "task_ids"))
 
 
 def read_profile(path: Path) -> Profile:
