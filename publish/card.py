@@ -155,7 +155,9 @@ def _counts_section(prov: dict[str, Any]) -> list[str]:
     if c["verdict"] is not None:
         out += ["", "Triage verdicts (static checks against the task image):", ""]
         out += _table(("verdict", "tasks"), [(f"`{v}`", n) for v, n in c["verdict"].items()])
-    out += ["", f"Probe outcomes ({c['tasks']} task(s) in the receipt):", ""]
+    unprobed = (f"; {c['not_in_receipt']} more bundle(s) in the task root were not probed and are in no split"
+                if c["not_in_receipt"] else "")
+    out += ["", f"Probe outcomes ({c['tasks']} task(s) in the receipt{unprobed}):", ""]
     out += _table(("outcome", "tasks"), [(f"`{o}`", n) for o, n in c["outcome"].items()])
     if c["reason"]:
         out += ["", "Drop reasons:", ""]

@@ -73,6 +73,7 @@ def _counts(inputs: Inputs, splits: dict[str, list[dict[str, Any]]], dropped: li
     tiers = Counter(str(ln.get("tier")) if ln.get("tier") is not None else "none" for ln in lines)
     counts: dict[str, Any] = {
         "tasks": r.summary["total"],
+        "not_in_receipt": sum(1 for tid in inputs.bundles if tid not in r.lines),
         "splits": {name: len(rows) for name, rows in splits.items()} | {"dropped": len(dropped)},
         "outcome": {"kept": len(r.kept), "dropped": len(r.dropped)},
         "reason": dict(sorted(Counter(d["reason"] for d in r.dropped).items())),

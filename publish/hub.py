@@ -67,6 +67,9 @@ class PublishErrors(HubErrors):
                                    "with write access to this repo (or its organisation)") from None
         if isinstance(exc, ValueError) and "README.md" in str(exc):
             raise ShinkenError(f"{where}: the hub refused the dataset card: {' '.join(str(exc).split())}") from None
+        if isinstance(exc, ValueError) and "LFS batch API" in str(exc):
+            raise EnvironmentProblem(f"{where}: the hub refused an upload ({' '.join(str(exc).split())}); "
+                                     "nothing was committed; run `shinken publish` again") from None
         if isinstance(exc, RuntimeError) and "uploading" in str(exc):
             cause = exc.__cause__
             raise EnvironmentProblem(f"{where}: {exc} ({type(cause).__name__}: {cause}); nothing was committed; "

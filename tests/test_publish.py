@@ -266,6 +266,14 @@ def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path
     _fails(_run(["publish", "--repo-id", "a/b", "--receipt", str(demo_run["receipt"]), "--task-root", str(root),
                  "--license", "mit", "--local-dir", str(tmp_path / "x")], env),
            EXIT_USAGE, "changed since it was probed")
+    # A bundle the probe never saw is in no split, and the card says so.
+    extra = tmp_path / "extra"
+    shutil.copytree(demo_run["root"], extra)
+    shutil.copytree(REPO / "demo" / "zenity-entry", extra / "zenity-entry")
+    _ok(_run(["publish", "--repo-id", "a/b", "--receipt", str(demo_run["receipt"]), "--task-root", str(extra),
+              "--license", "mit", "--local-dir", str(tmp_path / "x3"), "--json"], env))
+    assert json.loads((tmp_path / "x3" / "provenance.json").read_text())["counts"]["not_in_receipt"] == 1
+    assert "1 more bundle(s) in the task root were not probed" in (tmp_path / "x3" / "README.md").read_text()
     # --local-dir never replaces a folder that is not an earlier publish.
     other = tmp_path / "other"
     other.mkdir()
