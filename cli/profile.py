@@ -63,5 +63,10 @@ def profile(
             output.line(part) if isinstance(part, str) else output.table(part)
 
     output.result(res.doc, show_profile)
+    for read in res.doc["reads"][-len(res.files):]:
+        if not read["rollouts"] and not read["path"].endswith("_failures.jsonl"):
+            output.warn(f"{read['path']} holds no rollouts (is its gym eval run still going?)")
+    if not res.band:
+        output.warn("the band is empty: no task's pass rate lies strictly between --min-pass and --max-pass")
     output.note(f"profile written to {out_dir / PROFILE_FILE}; band: {len(res.band)} task(s) in {out_dir / BAND_FILE}"
                 + (f", control: {len(res.control)} in {out_dir / CONTROL_FILE}" if res.control is not None else ""))

@@ -37,6 +37,7 @@ class ProfileResult:
     band: list[str]
     control: list[str] | None
     outcomes: list[Outcome]
+    files: list[Path]  # the rollout files this run read
 
 
 def _now() -> str:
@@ -147,4 +148,4 @@ def run_profile(req: ProfileRequest) -> ProfileResult:
         "tasks": tasks,
     }
     check_own("profile", doc, "the profile")
-    return ProfileResult(doc, band, control, outcomes)
+    return ProfileResult(doc, band, control, outcomes, files)
