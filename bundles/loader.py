@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -15,6 +16,7 @@ import orjson
 from shinken.bundles.model import (
     KNOWN_STEP_TYPES,
     TASK_FILE_NAMES,
+    TASK_HOME,
     Bundle,
     Defect,
     SetupStep,
@@ -194,7 +196,15 @@ def _parse_steps(items: Any, where: str, path: str, defects: list[Defect]) -> li
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             continue  # the schema check already reported it
-        params = item.get("parameters") if isinstance(item.get("parameters"), dict) else {}
+        if isinstance(item.get("parameters"), dict):
+            params = item["parameters"]
+        else:
+            # `{"type": "execute", "command": [...]}`: pipeline exports put the fields beside
+            # `type`. Same meaning, so read them as the parameters (with a note).
+            params = {k: v for k, v in item.items() if k not in ("type", "parameters")}
+            if params:
+                defects.append(Defect("normalized", f"{where}[{i}] ({item['type']}): fields beside `type` "
+                                      f"read as its parameters ({', '.join(sorted(params))})", path))
         step = SetupStep(i, item["type"], params)
         if step.type not in KNOWN_STEP_TYPES:
             defects.append(Defect("unknown_step", f"{where}[{i}] has type {step.type!r} (kept)", path))
@@ -208,6 +218,84 @@ def _parse_steps(items: Any, where: str, path: str, defects: list[Defect]) -> li
                 defects.append(Defect("schema", f"{where}[{i}] ({step.type}): {exc.message}", path))
         steps.append(step)
     return steps
+
+
+def _command_words(cmd: Any) -> list[str]:
+    if isinstance(cmd, list):
+        return [c for c in cmd if isinstance(c, str)]
+    if not isinstance(cmd, str):
+        return []
+    try:
+        return shlex.split(cmd, comments=True)
+    except ValueError:  # unbalanced quotes: the plain words still name the files
+        return cmd.split()
+
+
+# Never copied into the task machine by a command's mention: the task file, the reward
+# (the agent must not read it) and the pipeline's reference solution.
+_NEVER_PLACED = frozenset({*TASK_FILE_NAMES, "reward.py", "golden_patch.py"})
+
+
+def _relative_mention(text: str, name: str) -> bool:
+    """`name` occurs in `text` not as the tail of a path (`/home/user/name`)."""
+    i = text.find(name)
+    while i >= 0:
+        if i == 0 or text[i - 1] not in "/" or text[i - 2 : i] == "./":
+            return True
+        i = text.find(name, i + 1)
+    return False
+
+
+def _place_relative_scripts(steps: list[SetupStep], where: str, files: dict[str, int], path: str,
+                            defects: list[Defect]) -> list[SetupStep]:
+    """`python3 initial_setup.py` with no `download` step: the script is named relative to
+    the bundle. Steps run in TASK_HOME, so placing the bundle's file there first gives the
+    command its meaning; the loader adds that `download` step (marked `added_for`)."""
+    # Basenames some download step already places (anywhere: `cd /tmp && python3 x.py` is fine).
+    placed = {os.path.basename(f["path"]) for s in steps if s.type == "download" and isinstance(s.parameters.get("files"), list)
+              for f in s.parameters["files"] if isinstance(f, dict) and isinstance(f.get("path"), str)}
+    out: list[SetupStep] = []
+    for st in steps:
+        cmd = st.parameters.get("command")
+        text = cmd if isinstance(cmd, str) else " ".join(c for c in cmd if isinstance(c, str)) if isinstance(cmd, list) else ""
+        # Substring gate first: this runs for every bundle, shlex only where a name appears.
+        if st.type in ("execute", "launch") and (_relative_mention(text, "initial_setup.") or any(
+                _relative_mention(text, n) for n in files if n not in _NEVER_PLACED)):
+            names = []
+            for w in _command_words(cmd):
+                name = w[2:] if w.startswith("./") else w
+                if not name or "/" in name or name in _NEVER_PLACED or name in placed:
+                    continue
+                if name in files:
+                    if name not in names:
+                        names.append(name)
+                elif name.startswith("initial_setup."):
+                    defects.append(Defect("missing_setup_file", f"{where}[{st.index}] ({st.type}) runs {w}, "
+                                          "which the bundle lacks", path))
+            if names:
+                why = f"{where}[{st.index}] names {', '.join(names)} relative to the bundle"
+                out.append(SetupStep(st.index, "download", {"files": [
+                    {"url": f"./{n}", "path": f"{TASK_HOME}/{n}"} for n in names]}, added_for=why))
+                placed.update(names)
+                defects.append(Defect("normalized", f"{why}: placed at {TASK_HOME}/ (the step's working "
+                                      "directory) before it runs", path))
+        out.append(st)
+    return out
+
+
+def _reward_name(evaluator: dict[str, Any], path: str, defects: list[Defect]) -> str:
+    """The evaluator's script: `url: "./reward.py"` is the documented form; `url: "reward.py"`
+    and `script: "reward.py"` mean the same file of the bundle."""
+    for key in ("url", "script"):
+        v = evaluator.get(key)
+        if not isinstance(v, str) or not v:
+            continue
+        if key == "url" and v.startswith("./"):
+            return v[2:]
+        if "/" not in v and "://" not in v:
+            defects.append(Defect("normalized", f"evaluator.{key} {v!r} read as ./{v} (a file of the bundle)", path))
+            return v
+    return "reward.py"
 
 
 def _layout(folder: Path, task_name: str | None, files: dict[str, int]) -> str:
@@ -280,11 +368,12 @@ def load_bundle(folder: str | os.PathLike[str]) -> Bundle:
     setup = _parse_steps(raw.get("config"), "config", tpath, defects)
     postconfig = _parse_steps(evaluator.get("postconfig"), "evaluator.postconfig", tpath, defects)
     post_fork = _parse_steps(raw.get("shinken_post_fork"), "shinken_post_fork", tpath, defects)
+    setup = _place_relative_scripts(setup, "config", files, tpath, defects)
+    post_fork = _place_relative_scripts(post_fork, "shinken_post_fork", files, tpath, defects)
+    if isinstance(raw.get("app_type"), list):
+        defects.append(Defect("normalized", "app_type is a list; read as the comma-joined names", tpath))
 
-    reward_name = "reward.py"
-    url = evaluator.get("url")
-    if isinstance(url, str) and url.startswith("./"):
-        reward_name = url[2:]
+    reward_name = _reward_name(evaluator, tpath, defects) if parsed_ok else "reward.py"
     reward_path = os.path.join(fs, reward_name)
     if task_path is not None and reward_name not in files:
         defects.append(Defect("missing_reward", f"{reward_name} is not in the bundle", reward_path))
@@ -314,6 +403,7 @@ def load_bundle(folder: str | os.PathLike[str]) -> Bundle:
         postconfig=postconfig,
         post_fork=post_fork,
         defects=defects,
+        reward_name=reward_name,
     )
 
 

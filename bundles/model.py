@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 KNOWN_STEP_TYPES = ("download", "execute", "launch", "open", "sleep")
+TASK_HOME = "/home/user"  # the task machine's home and the working directory of every step
 SETUP_SUFFIXES = (".py", ".sh", ".xlsx", ".docx", ".pptx")
 TASK_FILE_NAMES = ("task.json", "config.json")  # task.json wins when both exist
 
@@ -31,6 +32,7 @@ NOTE_DEFECTS = frozenset(
         "extra_fields",  # top-level fields outside the known set (kept)
         "id_mismatch",  # the task id differs from the folder name
         "empty_instruction",
+        "normalized",  # a variant real bundles use, read as its documented form (docs/bundles.md)
     }
 )
 
@@ -56,6 +58,9 @@ class SetupStep:
     index: int
     type: str
     parameters: dict[str, Any]
+    # Set on steps the loader added while normalizing a variant (e.g. the `download` that
+    # places a script an `execute` names by a bundle-relative path); says why.
+    added_for: str | None = None
 
     @property
     def known(self) -> bool:
@@ -90,6 +95,7 @@ class Bundle:
     postconfig: list[SetupStep] = field(default_factory=list)
     post_fork: list[SetupStep] = field(default_factory=list)
     defects: list[Defect] = field(default_factory=list)
+    reward_name: str = "reward.py"  # the evaluator's file (`url`/`script`, `./` optional)
 
     @property
     def instruction(self) -> str:
@@ -99,6 +105,8 @@ class Bundle:
     @property
     def app_type(self) -> str:
         v = self.raw.get("app_type")
+        if isinstance(v, list):  # a JSON list of app names: read as the comma-joined form
+            return ",".join(x for x in v if isinstance(x, str))
         return v if isinstance(v, str) else ""
 
     @property
@@ -119,7 +127,7 @@ class Bundle:
 
     @property
     def reward_path(self) -> Path | None:
-        return self.path / "reward.py" if "reward.py" in self.files else None
+        return self.path / self.reward_name if self.reward_name in self.files else None
 
     @property
     def setup_files(self) -> list[str]:

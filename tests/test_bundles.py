@@ -292,6 +292,32 @@ def _empty_instruction(d: Path):
     write_bundle(d, task_doc(instruction="   "))
 
 
+@_case(NOTE_CASES, "normalized")
+def _step_fields_beside_type(d: Path):
+    # The pipeline export's shape: no `parameters`, the script named relative to the bundle.
+    write_bundle(d, task_doc(config=[{"type": "execute", "command": ["python3", "initial_setup.py"]}]))
+
+
+@_case(NOTE_CASES, "normalized")
+def _evaluator_url_without_dot(d: Path):
+    write_bundle(d, task_doc(evaluator={"type": "python", "url": "reward.py"}))
+
+
+@_case(NOTE_CASES, "normalized")
+def _evaluator_script(d: Path):
+    write_bundle(d, task_doc(evaluator={"type": "python", "script": "reward.py"}))
+
+
+@_case(NOTE_CASES, "normalized")
+def _app_type_list(d: Path):
+    write_bundle(d, task_doc(app_type=["chrome", "gimp"]))
+
+
+@_case(FATAL_CASES, "missing_setup_file")
+def _relative_script_missing(d: Path):
+    write_bundle(d, task_doc(config=[{"type": "execute", "command": "python3 initial_setup.py"}]), setup={})
+
+
 def test_every_defect_code_has_a_case() -> None:
     covered = set(FATAL_CASES) | set(NOTE_CASES) | {"unreadable"}  # unreadable: its own test below
     assert covered == FATAL_DEFECTS | NOTE_DEFECTS
@@ -320,6 +346,36 @@ def test_note_defect(tmp_path: Path, code: str, make) -> None:
     b = load_bundle(folder)
     assert codes(b) == {code}, b.defects
     assert b.ok and not b.defects[0].fatal
+
+
+def test_pipeline_variants_read_as_their_documented_form(tmp_path: Path) -> None:
+    """What the pipeline export writes means the same as the documented shape: the loader
+    gives the sandbox the steps it would have had (a placing download, then the command)."""
+    doc = task_doc(config=[{"type": "execute", "command": ["python3", "initial_setup.py"]},
+                           {"type": "sleep", "seconds": 2}],
+                   evaluator={"type": "python", "script": "check.py"}, app_type=["gmail_mock", "chrome"])
+    folder = write_bundle(tmp_path / UUID, doc, reward=None,
+                          setup={"initial_setup.py": b"print(1)\n", "check.py": REWARD, "golden_patch.py": b"x = 1\n"})
+    b = load_bundle(folder)
+    assert b.ok and codes(b) == {"normalized"}, b.defects
+    assert [(s.index, s.type, s.parameters, bool(s.added_for)) for s in b.setup] == [
+        (0, "download", {"files": [{"url": "./initial_setup.py", "path": "/home/user/initial_setup.py"}]}, True),
+        (0, "execute", {"command": ["python3", "initial_setup.py"]}, False),
+        (1, "sleep", {"seconds": 2}, False),
+    ]
+    assert b.reward_name == "check.py" and b.reward_path == folder / "check.py"
+    assert b.app_type == "gmail_mock,chrome"
+    details = " | ".join(d.detail for d in b.defects)
+    assert "fields beside `type`" in details and "placed at /home/user/" in details and "evaluator.script" in details
+    # A string command, `./` form, and a script already placed by a download are read the same way.
+    doc = task_doc(config=[{"type": "execute", "parameters": {"command": "cd /home/user && bash ./initial_setup.sh"}}])
+    b = load_bundle(write_bundle(tmp_path / "b", doc, setup={"initial_setup.sh": b"echo hi\n"}))
+    assert [s.type for s in b.setup] == ["download", "execute"] and codes(b) == {"normalized", "id_mismatch"}
+    assert [s.added_for for s in load_bundle(write_bundle(tmp_path / "c", task_doc("c"))).setup] == [None, None]
+    # The reference solution is never copied in because a command mentions it.
+    doc = task_doc(config=[{"type": "execute", "command": ["python3", "golden_patch.py"]}])
+    b = load_bundle(write_bundle(tmp_path / "d", doc, setup={"golden_patch.py": b"x = 1\n"}))
+    assert [s.type for s in b.setup] == ["execute"]
 
 
 def test_unknown_step_and_extras_are_kept(tmp_path: Path) -> None:
