@@ -31,6 +31,7 @@ def triage(
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="Capability manifest JSON (`shinken image inspect --json`); triage without Docker.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not update ~/.cache/shinken/triage.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Worker processes (default 2 x cores).")] = None,
+    judge_url: Annotated[Optional[str], typer.Option("--judge-url", help="The LLM judge probe/the server will use (docs/judge.md); rewards that call reward_judge are then not blocked for it. Triage never calls it.")] = None,
 ) -> None:
     """Check every task bundle statically against an image's capabilities.
 
@@ -45,7 +46,7 @@ def triage(
     with output.progress("triage") as tick:
         outcome = triage_task_root(task_root, image=image, manifest=manifest, mock_urls=mock_urls,
                                    class_filter=class_, show=show, workers=workers, use_cache=not no_cache,
-                                   progress=tick)
+                                   progress=tick, judge_url=judge_url)
     if outcome.cache_error:
         output.warn(f"triage cache not saved ({outcome.cache_error})")
     if report is not None:

@@ -23,6 +23,7 @@ from shinken.triage.manifest import load_manifest_file, load_mock_urls
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
 from shinken.triage.shell import command_needs, script_needs
+from tests.variant_cases import VARIANT_CASES
 
 DATA = Path(__file__).parent / "data"
 MANIFEST = DATA / "triage_manifest.json"
@@ -152,6 +153,8 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                                  instruction="  ", foo=1), "reward.py": OK_REWARD},
               "runnable", "file_cli", {"unknown_step", "extra_fields", "id_mismatch", "empty_instruction"}),
 }
+# Real-bundle variants (pipeline exports, hand-written tasks): tests/variant_cases.py.
+CASES.update({name: case[:4] for name, case in VARIANT_CASES.items()})
 # Task-folder entries that are themselves symlinks (to a folder, and a loop).
 LINK_CASES = {"linked-task": "ok-file-cli", "looped-task": "looped-task"}
 
@@ -232,6 +235,28 @@ def test_reasons_name_the_missing_things(corpus: Path, caps: Capabilities) -> No
     assert tasks["ok-import-fallback"]["reasons"] == []
 
 
+def test_real_bundle_variants_name_what_they_need(corpus: Path, caps: Capabilities) -> None:
+    """Pipeline exports and hand-written tasks: the subjects of each blocker are the ones a
+    careful reading names (the mock's host, the launched app, the fetched site), and
+    URLs that are data never become network needs."""
+    tasks = run(corpus, caps)
+    for name, (_files, _verdict, _cls, _codes, subjects) in VARIANT_CASES.items():
+        got = {code: {r["subject"] for r in tasks[name]["reasons"] if r["code"] == code} for code in subjects}
+        assert got == subjects, (name, tasks[name]["reasons"])
+    assert not any(r["code"] == "needs_network" for n in ("gmail_draft_007", "docs_reply_012", "hw-cli-notes",
+                                                           "data-urls-only") for r in tasks[n]["reasons"])
+    notes = " | ".join(r["detail"] for r in tasks["gmail_draft_007"]["reasons"] if r["code"] == "normalized")
+    assert "fields beside `type`" in notes and "initial_setup.py relative to the bundle" in notes
+    assert "evaluator.url 'reward.py'" in notes and "'mock_websites' read as a mock web task" in notes
+
+
+def test_a_configured_judge_unblocks_judged_rewards(corpus: Path, caps: Capabilities) -> None:
+    tasks = run(corpus, caps, judge=True)
+    assert tasks["judge-bug-report"]["verdict"] == "runnable" and tasks["judge-bug-report"]["reasons"] == []
+    assert "needs_judge" not in codes(tasks["docs_reply_012"])
+    assert tasks["docs_reply_012"]["verdict"] == "blocked"  # still the mock and the browser
+
+
 def test_every_reason_code_is_exercised(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
     seen = set().union(*(codes(t) for t in run(corpus, caps).values()))
     # Two codes need another image: no display, and a Python newer than the host's.
@@ -261,6 +286,10 @@ def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path:
     f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "GMAIL_URL", "kind": "url",
                                                           "hosted": "https://gmail.mock.example/"}}))
     assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "https://gmail.mock.example/"}
+    # A hosted mock host is the same app: the app's placeholder mapping covers it.
+    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
+    t = run(corpus, caps, mock_urls=load_mock_urls(f))["gmail_draft_007"]
+    assert "needs_mock_web" not in codes(t) and codes(t) == {"normalized", "missing_app"}, t["reasons"]
     f.write_bytes(b'{"GMAIL": "x"}')
     with pytest.raises(Exception, match="not a valid mock URL map"):
         load_mock_urls(f)
@@ -273,7 +302,7 @@ def test_report_validates_against_schema(corpus: Path, caps: Capabilities) -> No
     assert check_with_jsonschema("triage", report) == []
     s = report["summary"]
     assert s["total"] == len(CASES) + len(LINK_CASES) == sum(s["by_verdict"].values())
-    assert s["by_class"]["mock_web"]["total"] == 1
+    assert s["by_class"]["mock_web"]["total"] == 1 + sum(1 for c in VARIANT_CASES.values() if c[2] == "mock_web")
     assert s["by_difficulty"] == {"none": s["total"] - 2, "easy": 1, "medium": 1}
     assert {"code": "missing_executable", "subject": "convert", "tasks": 1} in s["top_missing"]
     assert len(s["examples"]["defective"]) == 3

@@ -7,7 +7,6 @@ back from worker processes cheaply."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import zlib
@@ -18,57 +17,22 @@ import orjson
 
 from shinken.bundles.loader import load_bundle
 from shinken.triage import pyscan, shell
+from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
 from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
 
 ANALYSIS_VERSION = 4  # bump when analysis output changes: invalidates every cache entry
 
-PLACEHOLDER = re.compile(rb"__CUA_GYM_([A-Z0-9]+(?:_[A-Z0-9]+)*?)_(URL|HOST)__")
-_URL = re.compile(rb"""https?://(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9._\-]+)""")
-# Hosts that appear as XML namespaces/identifiers, never fetched.
-_NAMESPACE_HOSTS = frozenset({
-    "schemas.openxmlformats.org", "schemas.microsoft.com", "www.w3.org", "w3.org", "purl.org", "ns.adobe.com",
-    "openoffice.org", "www.openoffice.org", "docs.oasis-open.org", "schemas.xmlsoap.org", "www.inkscape.org",
-    "inkscape.org", "sodipodi.sourceforge.net", "creativecommons.org", "json-schema.org", "example.com",
-    "www.example.com", "example.org", "xml.org", "www.xml.org", "schemas.android.com",
-})
 # GUI program names anywhere in a setup script (heredocs included) mark a desktop task;
 # a hint for the class only, never a requirement (it may be a comment).
 _GUI_WORDS = (b"zenity", b"soffice", b"libreoffice", b"gimp", b"vlc", b"google-chrome", b"chromium", b"firefox",
               b"blender", b"openshot", b"thunderbird", b"xterm", b"gedit", b"evince", b"okular", b"inkscape",
-              b"pyautogui", b"xdotool")
-_SHELL_NET = re.compile(rb"curl|wget|git |aria2c|pip3? |xdg-open|chrom|firefox|apt")
-
-
-def _url_needs(data: bytes, where: str, skip_lines: int = 0, comment: bytes = b"#") -> list[list[Any]]:
-    """Hosts of the URLs in `data`, except in comment lines and the first `skip_lines`
-    lines (a module docstring: links to documentation are not fetched)."""
-    needs = []
-    for m in _URL.finditer(data):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        head = data[start : m.start()]
-        hash_at = head.find(comment)
-        if hash_at >= 0 and head.count(b'"', 0, hash_at) % 2 == 0 and head.count(b"'", 0, hash_at) % 2 == 0:
-            continue  # in a comment (a `#` outside quotes before it)
-        if skip_lines and data.count(b"\n", 0, m.start()) < skip_lines:
-            continue
-        host = m.group(1).decode("ascii", "replace").strip("[]").rstrip(".").lower()
-        if not host or "__cua_gym_" in host or host in _NAMESPACE_HOSTS:
-            continue
-        try:
-            ip = ipaddress.ip_address(host)
-        except ValueError:
-            ip = None
-        if host == "localhost" or (ip is not None and (ip.is_loopback or ip.is_unspecified)):
-            continue  # a service the task itself starts
-        if ip is not None and (ip.is_private or ip.is_link_local):
-            needs.append(["private_host", [host], where])
-        elif "." in host:
-            needs.append(["network", [host], where])
-    return needs
-
-
-def _placeholders(data: bytes, where: str) -> list[list[Any]]:
-    return [["placeholder", [m.group(0).decode()], where] for m in PLACEHOLDER.finditer(data)]
+              b"pyautogui", b"xdotool", b"gnome-terminal", b"nautilus")
+# The LLM judge module rewards import (upstream places it at /tmp/reward_judge.py). Found by
+# its import anywhere, guarded or not: upstream wraps the call in try/except, so without a
+# judge the reward silently loses that component instead of failing.
+JUDGE_MODULE = "reward_judge"
+_JUDGE_IMPORT = re.compile(rb"""(?m)^[ \t]*(?:from[ \t]+reward_judge[ \t]+import|import[ \t]+reward_judge\b)"""
+                           rb"""|import_module\(\s*["']reward_judge["']|__import__\(\s*["']reward_judge["']""")
 
 
 def _read_capped(path: str, size: int, cap: int) -> bytes | None:
@@ -94,6 +58,8 @@ def _py_needs(name: str, facts: pyscan.PyFacts, reasons: list[list[str]], reward
     elif facts.syntax == "newer":
         needs.append(["newer_python", [facts.syntax_detail], name])
     for alts, line in facts.imports:
+        if JUDGE_MODULE in alts:
+            continue  # not a module the image lacks: shinken places its own (see _judge_needs)
         needs.append(["module", alts, f"{name}:{line}"])
         if any(a in DISPLAY_MODULES for a in alts):
             needs.append(["display", ["display"], f"{name}:{line}"])
@@ -101,6 +67,11 @@ def _py_needs(name: str, facts: pyscan.PyFacts, reasons: list[list[str]], reward
         where = f"{name}:{line}"
         found = shell.argv_needs(cmd, where) if isinstance(cmd, list) else shell.command_needs(cmd, where)
         needs.extend(found)
+    for url, line in facts.fetches:
+        needs.extend(fetched_url_needs(url, f"{name}:{line}"))
+    if facts.unresolved_fetch:  # a computed URL: the URLs the file binds to names are the candidates
+        for url, line in facts.url_constants:
+            needs.extend(fetched_url_needs(url, f"{name}:{line}"))
     if reward and facts.marker:
         code = {"no_marker": "reward_no_marker", "unreachable": "reward_marker_unreachable",
                 "bare_number": "reward_bare_number", "total_score": "reward_total_score",
@@ -109,9 +80,21 @@ def _py_needs(name: str, facts: pyscan.PyFacts, reasons: list[list[str]], reward
     return needs
 
 
+def _judge_needs(data: bytes, name: str) -> list[list[Any]]:
+    m = _JUDGE_IMPORT.search(data)
+    if m is None:
+        return []
+    line = data.count(b"\n", 0, m.start()) + 1
+    where = f"{name}:{line}"
+    needs: list[list[Any]] = [["judge", ["llm"], where]]
+    if b"call_video_vision_judge" in data:
+        needs.append(["exe", ["ffmpeg"], f"{name}: call_video_vision_judge extracts frames with ffmpeg"])
+    return needs
+
+
 def _classify(needs: list[list[Any]]) -> str:
     kinds = {n[0] for n in needs}
-    if "placeholder" in kinds or "mock" in kinds:
+    if kinds & {"placeholder", "mock", "mock_host"}:
         return "mock_web"
     if "app" in kinds or "hint" in kinds:
         return "desktop_app"
@@ -138,7 +121,7 @@ def _step_needs(steps, where: str) -> list[list[Any]]:
                 url = f.get("url") if isinstance(f, dict) else None
                 if isinstance(url, str) and not url.startswith("./"):
                     b = url.encode()
-                    needs.extend(_placeholders(b, w) or _url_needs(b, w))
+                    needs.extend(mock_needs(b, w) or fetched_url_needs(b, w))
     return needs
 
 
@@ -161,28 +144,26 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
             reasons.append([d.code, f"{where}: {d.detail}" if where and where not in d.detail else d.detail])
     needs: list[list[Any]] = []
     raw = bundle.raw
+    generic_mock = False
     if raw:
         task_bytes = orjson.dumps(raw)
-        needs.extend(_placeholders(task_bytes, bundle.task_file.name if bundle.task_file else "task"))
+        needs.extend(mock_needs(task_bytes, bundle.task_file.name if bundle.task_file else "task"))
         needs.extend(_step_needs(bundle.setup, "config"))
         needs.extend(_step_needs(bundle.postconfig, "evaluator.postconfig"))
         needs.extend(_step_needs(bundle.post_fork, "shinken_post_fork"))
-        app_needs, mocks, unknown = app_type_needs(bundle.app_type)
-        needs.extend(["app", list(a), "app_type"] for a in app_needs)
-        needs.extend(["mock", [m], "app_type"] for m in mocks)
-        instr = raw.get("instruction")
-        if isinstance(instr, str) and "://" in instr and not any(n[0] in ("mock", "placeholder") for n in needs):
-            # A URL the agent is told to visit needs the internet, unless a mock app stands in for the site.
-            needs.extend(_url_needs(instr.encode("utf-8", "replace"), "instruction"))
-        if unknown:
-            reasons.append(["unknown_app_type", f"app_type {', '.join(unknown)!r} has no desktop_apps mapping"])
+        reading = app_type_needs(bundle.app_type)
+        generic_mock = reading.generic_mock
+        needs.extend(["app", list(a), "app_type"] for a in reading.apps)
+        needs.extend(["mock", [m], "app_type"] for m in reading.mocks)
+        if reading.gui:
+            needs.append(["hint", ["gui"], "app_type"])
+            needs.append(["display", ["display"], "app_type gui"])
+        reasons.extend(["normalized", n] for n in reading.notes)
+        if reading.unknown:
+            reasons.append(["unknown_app_type", f"app_type {', '.join(reading.unknown)!r} has no desktop_apps mapping"])
     sources = []
     if bundle.reward_path is not None:
         sources.append((bundle.reward_path.name, True))
-    evaluator = raw.get("evaluator") if isinstance(raw.get("evaluator"), dict) else {}
-    url = evaluator.get("url")
-    if isinstance(url, str) and url.startswith("./") and url[2:] in bundle.files and url[2:] != "reward.py":
-        sources = [(url[2:], True)]
     for name in sorted(bundle.files):
         if name.startswith("initial_setup") and name.endswith((".py", ".sh")):
             sources.append((name, False))
@@ -196,23 +177,28 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
             hint = next((w for w in _GUI_WORDS if w in data), None)
             if hint is not None:
                 needs.append(["hint", [hint.decode()], name])
+        needs.extend(mock_needs(data, name))
         if name.endswith(".sh"):
             if len(data) > pyscan.PARSE_CAP or b"\0" in data:
                 reasons.append(["setup_not_text", f"{name}: binary or over {pyscan.PARSE_CAP} bytes"])
                 continue
-            text = data.decode("utf-8", "replace")
-            needs.extend(shell.script_needs(text, name))
-            if b"__CUA_GYM_" in data:
-                needs.extend(_placeholders(data, name))
-            if _SHELL_NET.search(data):
-                needs.extend(_url_needs(data, name))
+            needs.extend(shell.script_needs(data.decode("utf-8", "replace"), name))
             continue
         facts = pyscan.analyze(data, py, reward=is_reward)
         needs.extend(_py_needs(name, facts, reasons, is_reward))
-        if b"__CUA_GYM_" in data:
-            needs.extend(_placeholders(data, name))
-        if facts.network_text:
-            needs.extend(_url_needs(data, name, facts.docstring_lines))
+        if facts.network_text:  # the file does not parse: every URL in it counts
+            needs.extend(file_url_needs(data, name))
+        if b"reward_judge" in data:
+            needs.extend(_judge_needs(data, name))
+    mocky = any(n[0] in ("mock", "mock_host", "placeholder") for n in needs)
+    if generic_mock and not mocky:
+        # app_type says mock websites, but nothing names the app: a mock is still needed.
+        needs.append(["mock", ["mock_websites"], "app_type"])
+    instr = raw.get("instruction") if raw else None
+    if isinstance(instr, str) and "://" in instr:
+        # Where the agent is told to go (not a link it is to type in); in a mock web task the
+        # mock stands in for the site, so there only the mock's need counts.
+        needs.extend(n for n in instruction_url_needs(instr) if not (n[0] == "network" and (mocky or generic_mock)))
     if any(n[0] == "exe" and n[1][0] in DISPLAY_PROGRAMS for n in needs):
         needs.append(["display", ["display"], "GUI automation program"])
     if any(n[0] == "app" for n in needs):

@@ -27,6 +27,7 @@ CODES: dict[str, tuple[str, str]] = {
     "extra_fields": (NOTE, "top-level fields outside the known set (kept)"),
     "id_mismatch": (NOTE, "task id differs from the folder name"),
     "empty_instruction": (NOTE, "instruction is empty"),
+    "normalized": (NOTE, "a variant real bundles use, read as its documented form (the detail says which)"),
     # --- reward contract (static, parsed on the host, never run) ---
     "reward_not_text": (DEFECT, "reward.py is binary (NUL bytes), not Python source"),
     "reward_too_large": (DEFECT, "reward.py is over the triage parse cap (1 MiB)"),
@@ -43,10 +44,11 @@ CODES: dict[str, tuple[str, str]] = {
     "missing_python_module": (BLOCKER, "reward.py/initial_setup.py imports a module the image lacks"),
     "missing_app": (BLOCKER, "the desktop app for app_type, an `open` file type or a launched program is absent"),
     "missing_display": (BLOCKER, "the task needs a display (GUI app, pyautogui) and the image has none"),
-    "needs_network": (BLOCKER, "a remote URL or package install needs the internet, which sandboxes lack"),
+    "needs_network": (BLOCKER, "a URL that is fetched or opened, or a package install, needs the internet, which sandboxes lack"),
     "private_host": (BLOCKER, "a hard-coded private/LAN address that no sandbox can reach"),
-    "needs_mock_web": (BLOCKER, "a __CUA_GYM_*_URL__/_HOST__ placeholder or *_mock app with no --mock-urls mapping"),
+    "needs_mock_web": (BLOCKER, "a __CUA_GYM_*_URL__/_HOST__ placeholder, a hosted mock host (cua-gym-<app>.xlang.ai) or a mock app_type with no --mock-urls mapping"),
     "needs_newer_python": (BLOCKER, "syntax or a stdlib module newer than the image's Python"),
+    "needs_judge": (BLOCKER, "reward.py calls an LLM judge (reward_judge) and no --judge-url is configured"),
     "unknown_app_type": (NOTE, "app_type is not in the desktop_apps mapping (no app requirement derived)"),
 }
 

@@ -48,9 +48,10 @@ def _module_label(name: str) -> str:
 
 
 class Evaluator:
-    def __init__(self, caps: Capabilities, mock_urls: dict[str, str] | None = None) -> None:
+    def __init__(self, caps: Capabilities, mock_urls: dict[str, str] | None = None, *, judge: bool = False) -> None:
         self.caps = caps
         self.mock = dict(mock_urls or {})
+        self.judge = judge  # a judge endpoint is configured (probe/server --judge-url)
         self._std: dict[str, str] = {}
         self._memo: dict[tuple[str, ...], tuple[str, str, str] | None] = {}
 
@@ -102,10 +103,25 @@ class Evaluator:
                 return None
             return "needs_mock_web", alts[0], f"{alts[0]} ({{where}}); map it with --mock-urls"
         if kind == "mock":
+            if alts[0] == "mock_websites":
+                return ("needs_mock_web", "mock_websites", "app_type names mock websites but no host or placeholder "
+                        "says which app ({where}); no --mock-urls entry can be matched")
             prefix = f"__CUA_GYM_{alts[0].upper()}_"
             if any(k.startswith(prefix) for k in self.mock):
                 return None
             return "needs_mock_web", f"{alts[0]}_mock", f"mock web app {alts[0]!r} ({{where}}); map {prefix}URL__ with --mock-urls"
+        if kind == "mock_host":
+            host, app = alts[0], alts[1]
+            prefix = f"__CUA_GYM_{app.upper()}_"
+            if any(k.startswith(prefix) for k in self.mock):
+                return None
+            return ("needs_mock_web", host, f"hosted mock {host} (app {app!r}, {{where}}); "
+                    f"map {prefix}URL__ with --mock-urls")
+        if kind == "judge":
+            if self.judge:
+                return None
+            return ("needs_judge", "reward_judge", "reward imports reward_judge ({where}); "
+                    "give probe/the server --judge-url and --judge-model")
         if kind == "newer_python":
             return "needs_newer_python", "syntax", f"{alts[0]} ({{where}})"
         return None  # "hint" and future kinds: no requirement

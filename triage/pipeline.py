@@ -11,6 +11,7 @@ from typing import Any
 
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
+from shinken.judge.config import check_judge_url
 from shinken.schemas import check_own
 from shinken.triage.codes import CLASSES
 from shinken.triage.evaluate import Capabilities
@@ -36,10 +37,13 @@ def triage_task_root(
     workers: int | None = None,
     use_cache: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    judge_url: str | None = None,
 ) -> TriageOutcome:
     """Triage every bundle under `task_root` against `image`: its live manifest (Docker),
     or the `manifest` file when given. The report names `image`, else the manifest's image,
-    else the default image."""
+    else the default image. `judge_url`: a judge will be configured (never called here)."""
+    if judge_url is not None:
+        check_judge_url(judge_url)
     if class_filter is not None and class_filter not in CLASSES:
         raise ShinkenError(f"--class {class_filter}: unknown class; use one of {', '.join(CLASSES)}")
     if manifest is not None:
@@ -49,7 +53,8 @@ def triage_task_root(
         image = image or DEFAULT_IMAGE
         caps = Capabilities.from_manifest(manifest_for_image(image))
     mock = load_mock_urls(mock_urls) if mock_urls else {}
-    run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress)
+    run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress,
+                      judge=judge_url is not None)
     report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,
                           class_filter=class_filter, show=show, mock_urls=len(mock))
     check_own("triage", report, "the triage report")

@@ -13,6 +13,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 from shinken.sandbox.reward import SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
+from shinken.triage import pyflow
 
 HOST_PY = sys.version_info[:2]
 PARSE_CAP = 1024 * 1024  # rewards are KBs; a MiB-sized "script" is not worth parsing
@@ -39,9 +40,14 @@ class PyFacts:
     syntax: str | None = None  # None | "error" | "newer" | "unchecked" | "binary" | "too_large"
     syntax_detail: str = ""
     imports: list[tuple[list[str], int]] = field(default_factory=list)
-    programs: list[tuple[str | list[str], int]] = field(default_factory=list)  # (shell string | [argv0], line)
-    network_text: bool = False  # the file does network I/O, so its URLs count
-    docstring_lines: int = 0  # the module docstring ends on this line (0: none)
+    programs: list[tuple[str | list[str], int]] = field(default_factory=list)  # (shell string | argv, line)
+    # From the AST (pyflow) when the file parses: URLs it fetches or opens; `unresolved_fetch`
+    # when some fetch's URL is computed, then `url_constants` (names bound to a whole URL) count.
+    fetches: list[tuple[str, int]] = field(default_factory=list)
+    unresolved_fetch: bool = False
+    url_constants: list[tuple[str, int]] = field(default_factory=list)
+    flow_checked: bool = False  # programs/fetches came from the AST (else the regex fallback below)
+    network_text: bool = False  # no AST: the file does network I/O, so every URL in it counts
     marker: str | None = None  # reward only: None ok | no_marker | unreachable | bare_number | total_score | lowercase
     marker_detail: str = ""
 
@@ -295,7 +301,9 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     if b"\0" in src:
         facts.syntax, facts.syntax_detail = "binary", "contains NUL bytes"
         return facts
-    if reward or _GUARDED_IMPORT.search(src):
+    if reward or _GUARDED_IMPORT.search(src) or pyflow.GATE.search(src):
+        # Setup scripts are parsed when imports are guarded or something is launched or
+        # fetched (pyflow tells launches and fetches from data only on the tree).
         tree, problem, detail = parse(src, py)
     else:
         # Setup scripts: imports by a line scan, no parse (the probe catches a setup that
@@ -322,16 +330,18 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
         if n not in seen:
             facts.imports.append(([n], _lineno(src, m.start())))
             seen.add(n)
+    if tree is not None:
+        flow = pyflow.scan(tree, src)
+        facts.programs, facts.fetches = flow.launches, flow.fetches
+        facts.unresolved_fetch, facts.url_constants = flow.unresolved_fetch, flow.url_constants
+        facts.flow_checked = True
     # Substring gates first: `in` is a C memchr-speed scan, the regexes are not.
-    if b"subprocess" in src or b"os.system" in src or b"popen" in src or b"Popen" in src:
+    elif b"subprocess" in src or b"os.system" in src or b"popen" in src or b"Popen" in src:
         for m in _SUBPROC.finditer(src):
             cmd = m.group(3).decode("utf-8", "replace")
             facts.programs.append(([cmd] if m.group(1) else cmd, _lineno(src, m.start())))
-    facts.network_text = b"://" in src and any(k in src for k in _NET_WORDS)  # no URL, nothing to fetch
-    if facts.network_text and tree is not None and tree.body:
-        first = tree.body[0]
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-            facts.docstring_lines = first.end_lineno or first.lineno
+    # Without a tree (a file that does not parse) a network-looking file's URLs all count.
+    facts.network_text = tree is None and b"://" in src and any(k in src for k in _NET_WORDS)
     if reward:
         upper = _marker_lines(SOURCE_MARKER, src) if b"REWARD" in src else []
         if upper:

@@ -183,14 +183,17 @@ def triage_root(
     use_cache: bool = True,
     cache_directory: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    judge: bool = False,
 ) -> TriageRun:
+    """`judge`: an LLM judge will be configured (probe/server --judge-url), so rewards that
+    import reward_judge are not blocked for it."""
     # Loading a 10k-entry cache and building 10k results makes millions of objects and no
     # garbage cycles: the cyclic GC would only re-scan them (~15% of a cached re-run).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _triage_root(root, caps, mock_urls, workers=workers, use_cache=use_cache,
-                            cache_directory=cache_directory, progress=progress)
+                            cache_directory=cache_directory, progress=progress, judge=judge)
     finally:
         if was_enabled:
             gc.enable()
@@ -205,6 +208,7 @@ def _triage_root(
     use_cache: bool,
     cache_directory: Path | None,
     progress: Callable[[int, int], None] | None,
+    judge: bool,
 ) -> TriageRun:
     t0 = time.perf_counter()
     root = Path(root).absolute()
@@ -219,7 +223,7 @@ def _triage_root(
         cache.load()
 
     # Evaluated as results arrive, so matching overlaps the workers' analysis.
-    ev = Evaluator(caps, mock_urls)
+    ev = Evaluator(caps, mock_urls, judge=judge)
     results: dict[str, dict[str, Any]] = {}
     misses: list[str] = []
     if cache is not None and cache.stat:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from shinken.triage import pyscan
-from shinken.triage.vocab import GUI_PROGRAMS, SOFFICE_FLAGS
+from shinken.triage.urls import fetched_url_needs
+from shinken.triage.vocab import BROWSERS, GUI_PROGRAMS, SOFFICE_FLAGS
 
 Need = list  # [kind, [alternatives...], where]
 
@@ -44,6 +45,25 @@ _SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
 _PYTHON = re.compile(r"^python(3(\.\d+)?)?$")
 _INSTALLERS = {"pip": "install", "pip3": "install", "apt-get": "install", "apt": "install", "npm": "install",
                "conda": "install", "snap": "install", "uv": "pip"}
+# Programs whose URL arguments are fetched (a URL handed to `echo` or written to a file is data).
+_FETCHERS = frozenset({"curl", "wget", "aria2c", "http", "https", "xh", "lynx", "links", "w3m"})
+_GIT_REMOTE = frozenset({"clone", "fetch", "pull", "push", "ls-remote"})
+_URL_OPENERS = frozenset({"xdg-open", "sensible-browser", "x-www-browser", "gio", "gnome-www-browser"})
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _expand(word: str, variables: dict[str, str] | None) -> str:
+    if not variables or "$" not in word:
+        return word
+    return _VAR.sub(lambda m: variables.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
+def _url_args(args: list[str], where: str, variables: dict[str, str] | None) -> list[Need]:
+    out: list[Need] = []
+    for a in args:
+        if "://" in a or "$" in a:
+            out.extend(fetched_url_needs(_expand(a, variables), where))
+    return out
 
 
 _TOKEN = re.compile(
@@ -100,8 +120,10 @@ def _simple_commands(tokens: list[str]) -> list[list[str]]:
     return out
 
 
-def argv_needs(argv: list[str], where: str, functions: frozenset[str] = frozenset(), depth: int = 0) -> list[Need]:
-    """Needs of one simple command given as words."""
+def argv_needs(argv: list[str], where: str, functions: frozenset[str] = frozenset(), depth: int = 0,
+               variables: dict[str, str] | None = None) -> list[Need]:
+    """Needs of one simple command given as words (`variables`: the script's plain
+    assignments, expanded in the URL arguments of fetchers and browsers)."""
     needs: list[Need] = []
     i = 0
     while i < len(argv) and (_ASSIGN.match(argv[i]) or argv[i] in _PREFIX_KEYWORDS):
@@ -149,8 +171,19 @@ def argv_needs(argv: list[str], where: str, functions: frozenset[str] = frozense
                 if a in SOFFICE_FLAGS:
                     apps = (SOFFICE_FLAGS[a],)
         needs.append(["app", list(apps), f"{where}: {exe}"])
+        if set(apps) & BROWSERS:
+            needs.extend(_url_args(args, f"{where}: {exe}", variables))  # the page it opens
+        return needs
+    if exe in _URL_OPENERS and any("://" in _expand(a, variables) for a in args):
+        needs.append(["app", sorted(BROWSERS), f"{where}: {exe}"])
+        needs.extend(_url_args(args, f"{where}: {exe}", variables))
         return needs
     needs.append(["exe", [exe], where])
+    if exe in _FETCHERS:
+        needs.extend(_url_args(args, f"{where}: {exe}", variables))
+    elif exe == "git" and args and args[0] in _GIT_REMOTE:
+        found = _url_args(args, f"{where}: git {args[0]}", variables)
+        needs.extend(found or [["network", [f"git {args[0]}"], where]])
     if exe in _SHELLS:
         for j, a in enumerate(args):
             if a == "-c" and j + 1 < len(args):
@@ -183,9 +216,20 @@ def command_needs(cmd: str | list[str], where: str, depth: int = 0) -> list[Need
         argv = [a for a in cmd if isinstance(a, str)]
         return argv_needs(argv, where, depth=depth) if argv else []
     needs: list[Need] = []
+    variables: dict[str, str] = {}
     for sc in _simple_commands(tokenize(cmd)):
-        needs.extend(argv_needs(sc, where, depth=depth))
+        _assignments(sc, variables)
+        needs.extend(argv_needs(sc, where, depth=depth, variables=variables))
     return needs
+
+
+def _assignments(sc: list[str], variables: dict[str, str]) -> None:
+    """`URL=https://x` (alone or `export URL=...`): remembered for later expansion."""
+    words = sc[1:] if sc and sc[0] in ("export", "readonly", "local", "declare") else sc
+    if words and all(_ASSIGN.match(w) for w in words):
+        for w in words:
+            name, _, value = w.partition("=")
+            variables[name.rstrip("+")] = _expand(value, variables)
 
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
@@ -212,13 +256,15 @@ def script_needs(text: str, where: str) -> list[Need]:
         text = "\n".join(kept)
     needs: list[Need] = []
     seen: set[str] = set()
+    variables: dict[str, str] = {}
     for sc in _simple_commands(tokenize(text)):
+        _assignments(sc, variables)
         head = sc[0]
         if head in seen or head in _SKIP_WHOLE or _DYNAMIC.search(head):
             continue  # repeated, a builtin that runs nothing, or computed (`$CMD`, globs)
-        found = argv_needs(sc, where, functions)
+        found = argv_needs(sc, where, functions, variables=variables)
         if (len(found) == 1 and found[0][1][0] == head and head not in _WRAPPERS and head not in _SHELLS
-                and head not in _INSTALLERS and not _PYTHON.match(head)):
+                and head not in _INSTALLERS and head not in _FETCHERS and head != "git" and not _PYTHON.match(head)):
             seen.add(head)  # plain `head args`: the same result every time
         needs.extend(found)
     return needs

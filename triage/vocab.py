@@ -4,12 +4,15 @@ import names -> distributions, stdlib by Python version. Names follow /work/note
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 DESKTOP_APPS = (
     "libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "vlc", "vscode", "chrome",
     "chromium", "firefox", "blender", "openshot", "thunderbird", "zenity", "xterm", "gedit", "evince", "okular",
-    "inkscape", "pdf_viewer",
+    "inkscape", "pdf_viewer", "gnome_terminal", "file_manager",
 )
+BROWSERS = frozenset({"chrome", "chromium", "firefox"})
+TERMINAL = ("gnome_terminal", "xterm")  # a task that opens "a terminal" is served by either
 PDF = ("pdf_viewer", "evince", "okular")  # any of them shows a PDF
 LIBREOFFICE = ("libreoffice_calc", "libreoffice_writer", "libreoffice_impress")
 
@@ -25,6 +28,9 @@ APP_TYPE.update({
     "google_chrome": ("chrome",), "browser": ("chrome", "chromium", "firefox"),
     "pdf": PDF, "evince": ("evince",), "okular": ("okular",), "pdf_viewer": PDF,
     "text_editor": ("gedit", "vscode"), "image_viewer": ("gimp",),
+    "gnome_terminal": ("gnome_terminal",), "terminal_emulator": TERMINAL, "nautilus": ("file_manager",),
+    "file_manager": ("file_manager",), "files_app": ("file_manager",), "firefox_esr": ("firefox",),
+    "web_browser": tuple(sorted(BROWSERS)),
     # Plain-machine tasks: the terminal/file system is enough.
     **{k: () for k in ("os", "linux", "ubuntu", "shell", "terminal", "bash", "cli", "file", "files",
                        "file_management", "filesystem", "system", "python", "multi_apps", "other",
@@ -59,7 +65,9 @@ GUI_PROGRAMS: dict[str, tuple[str, ...]] = {
     "chromium-browser": ("chromium",), "firefox": ("firefox",), "blender": ("blender",),
     "openshot": ("openshot",), "openshot-qt": ("openshot",), "thunderbird": ("thunderbird",),
     "zenity": ("zenity",), "xterm": ("xterm",), "gedit": ("gedit",), "evince": ("evince",),
-    "okular": ("okular",), "inkscape": ("inkscape",),
+    "okular": ("okular",), "inkscape": ("inkscape",), "firefox-esr": ("firefox",),
+    "gnome-terminal": ("gnome_terminal",), "nautilus": ("file_manager",), "thunar": ("file_manager",),
+    "pcmanfm": ("file_manager",), "nemo": ("file_manager",), "x-terminal-emulator": TERMINAL,
 }
 SOFFICE_FLAGS = {"--calc": "libreoffice_calc", "--writer": "libreoffice_writer", "--impress": "libreoffice_impress"}
 
@@ -100,20 +108,42 @@ def stdlib_status(name: str, version: tuple[int, int]) -> str:
     return "stdlib" if name in _HOST_STDLIB else "not_stdlib"
 
 
-def app_type_needs(app_type: str) -> tuple[list[tuple[str, ...]], list[str], list[str]]:
-    """Split a (comma-joined) app_type into (app alternatives per part, mock app names, unknown parts)."""
-    needs: list[tuple[str, ...]] = []
-    mocks: list[str] = []
-    unknown: list[str] = []
+# app_type values outside the vocabulary whose meaning is clear (real bundles use them):
+# mock websites whose app is named by the task's hosts/placeholders, and "some GUI".
+_MOCK_GENERIC = frozenset({"mock_websites", "mock_website", "mock_web", "mock", "mocks", "web", "website",
+                           "websites", "web_app", "webapp"})
+_GUI_GENERIC = frozenset({"gui", "desktop_gui", "gui_app", "desktop_app", "desktop_apps"})
+
+
+@dataclass(frozen=True)
+class AppTypeReading:
+    apps: list[tuple[str, ...]]  # desktop app alternatives, one entry per part that names an app
+    mocks: list[str]  # mock app names (`gmail_mock` -> gmail)
+    generic_mock: bool  # a mock web task whose app the hosts/placeholders name
+    gui: bool  # a GUI is needed but no particular app
+    unknown: list[str]  # parts with no reading (a note)
+    notes: list[str]  # variants read with a meaning (a `normalized` note)
+
+
+def app_type_needs(app_type: str) -> AppTypeReading:
+    """Split a (comma-joined) app_type and read each part."""
+    r = AppTypeReading([], [], False, False, [], [])
+    gui = generic = False
     for part in app_type.split(","):
         t = part.strip().lower().replace("-", "_").replace(" ", "_")
         if not t:
             continue
         if t.endswith("_mock"):
-            mocks.append(t[: -len("_mock")])
+            r.mocks.append(t[: -len("_mock")])
         elif t in APP_TYPE:
             if APP_TYPE[t]:
-                needs.append(APP_TYPE[t])
+                r.apps.append(APP_TYPE[t])
+        elif t in _MOCK_GENERIC:
+            generic = True
+            r.notes.append(f"app_type {part.strip()!r} read as a mock web task (its hosts or placeholders name the app)")
+        elif t in _GUI_GENERIC:
+            gui = True
+            r.notes.append(f"app_type {part.strip()!r} read as a desktop task needing a display (no particular app)")
         else:
-            unknown.append(part.strip())
-    return needs, mocks, unknown
+            r.unknown.append(part.strip())
+    return AppTypeReading(r.apps, r.mocks, generic, gui, r.unknown, r.notes)
