@@ -19,6 +19,7 @@ EXAMPLES = [
     "shinken probe data/cua-gym/tasks --triage out/triage.json --receipt out/receipt.json -c 2",
     "shinken probe demo --state-fidelity filesystem --json | jq .kept    # the demo set, receipt on stdout",
     "shinken probe demo --ids ids.txt --replay rollouts.jsonl    # re-score recorded NeMo Gym rollouts",
+    "shinken probe tasks --judge-url http://127.0.0.1:8000/v1 --judge-model qwen2.5-7b    # rewards that call reward_judge",
 ]
 
 
@@ -58,6 +59,8 @@ def probe(
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Receipt log folder (default runs/probe-<hash of task root+image>).")] = None,
     reward_timeout: Annotated[float, typer.Option("--reward-timeout", min=1, help="Seconds a reward.py may run.")] = 120.0,
     setup_timeout: Annotated[float, typer.Option("--setup-timeout", min=1, help="Seconds the golden's setup may take.")] = 600.0,
+    judge_url: Annotated[Optional[str], typer.Option("--judge-url", metavar="URL", help="OpenAI-compatible API base (e.g. http://127.0.0.1:8000/v1) for rewards that call reward_judge; key from $SHINKEN_JUDGE_API_KEY or $OPENAI_API_KEY (docs/judge.md).")] = None,
+    judge_model: Annotated[Optional[str], typer.Option("--judge-model", metavar="NAME", help="Model name the judge endpoint serves (needed with --judge-url).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.
@@ -66,6 +69,7 @@ def probe(
     score below 1.0, forks must agree, recorded rollouts must reproduce. Resumable: the same
     command again skips every task that already has a receipt line.
     """
+    from shinken.judge.config import JudgeConfig
     from shinken.probes.display import ProbeDisplay, dropped_lines, final_table, summary_text
     from shinken.probes.pipeline import ProbeRequest, run_probe
 
@@ -76,6 +80,7 @@ def probe(
         repeats=repeats, replay=replay, retries=retries,
         state_fidelity=state_fidelity.value if state_fidelity else None, executor=executor.value,
         ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
+        judge=JudgeConfig.create(judge_url, judge_model),
     )
     with ProbeDisplay(output.err, live=output.live) as display:
         doc = run_probe(req, display)

@@ -30,6 +30,7 @@ from shinken.bundles.model import Bundle
 from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
+from shinken.judge.config import JudgeConfig
 from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError
 
 log = logging.getLogger("shinken.computer")
@@ -102,7 +103,8 @@ class ComputerEngine:
                  golden_ttl_s=3600, max_goldens=64, provider: Provider | None = None,
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
-                 backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S) -> None:
+                 backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
+                 judge: JudgeConfig | None = None) -> None:
         self.task_root = Path(task_root)
         self.image = image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
@@ -122,7 +124,7 @@ class ComputerEngine:
         if provider is None:
             from shinken.sandbox.docker_provider import DockerProvider
 
-            provider = DockerProvider()
+            provider = DockerProvider(judge=judge)  # judged rewards reach it through the relay
         self.provider = provider
         self._lock = threading.Lock()  # guards the registries below, never held across Docker calls
         self._sessions: dict[str, _Session] = {}
@@ -162,6 +164,10 @@ class ComputerEngine:
             idle_ttl_s=_env_number("SHINKEN_IDLE_TTL", 900),
             golden_ttl_s=_env_number("SHINKEN_GOLDEN_TTL", 3600),
             max_goldens=int(_env_number("SHINKEN_MAX_GOLDENS", 64, integer=True)),
+            # Server config shinken_judge_url / shinken_judge_model (docs/judge.md).
+            judge=JudgeConfig.create(os.environ.get("SHINKEN_JUDGE_URL", "").strip() or None,
+                                     os.environ.get("SHINKEN_JUDGE_MODEL", "").strip() or None,
+                                     ("SHINKEN_JUDGE_URL (shinken_judge_url)", "SHINKEN_JUDGE_MODEL (shinken_judge_model)")),
         )
         kwargs.update(overrides)
         return cls(**kwargs)

@@ -17,6 +17,7 @@ from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
 from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
+from shinken.judge.config import JudgeConfig
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
 from shinken.probes.receipts import ReceiptLog
 from shinken.probes.report import build_receipt
@@ -44,6 +45,7 @@ class ProbeRequest:
     run_dir: Path | None = None
     reward_timeout: float = 120.0
     setup_timeout: float = 600.0
+    judge: JudgeConfig | None = None  # --judge-url/--judge-model
     backoff_s: float = 1.0
     # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
     engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
@@ -108,11 +110,16 @@ def _reason_text(r: Any) -> str:
     return str(r)
 
 
-def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
-    """(id, verdict, reasons text) of one `tasks[]` entry of a shinken.triage/1 report."""
+def _triage_verdict(entry: dict[str, Any], judge: bool = False) -> tuple[str | None, str, str]:
+    """(id, verdict, reasons text) of one `tasks[]` entry of a shinken.triage/1 report.
+    With a judge configured, a task blocked only for want of one (`needs_judge`) runs."""
     tid = entry.get("id")
     verdict = str(entry.get("verdict") or "")
     reasons = entry.get("reasons") or []
+    if judge and verdict == "blocked" and isinstance(reasons, list):
+        blockers = {r.get("code") for r in reasons if isinstance(r, dict) and r.get("severity") == "blocker"}
+        if blockers == {"needs_judge"}:
+            verdict = "runnable"
     if isinstance(reasons, list):
         # Notes do not explain a verdict; keep the blockers/defects when severities are given.
         strong = [r for r in reasons if isinstance(r, dict) and r.get("severity") in ("blocker", "defect")]
@@ -120,12 +127,12 @@ def _triage_verdict(entry: dict[str, Any]) -> tuple[str | None, str, str]:
     return (tid if isinstance(tid, str) else None), verdict, str(reasons)
 
 
-def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
+def _verdicts_from_triage(path: Path, judge: bool = False) -> dict[str, tuple[str, str]]:
     """Task id -> ("runnable" | "defective" | "blocked", detail) from a triage report."""
     doc = read_json(path, "triage report", "pass the file `shinken triage --report PATH` wrote")
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(doc, path):
-        tid, verdict, detail = _triage_verdict(e)
+        tid, verdict, detail = _triage_verdict(e, judge)
         if tid is None:
             continue
         if verdict in RUNNABLE_VERDICTS:
@@ -137,7 +144,8 @@ def _verdicts_from_triage(path: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str, tuple[str, str]]:
+def _triage_now(task_root: Path, bundles: list[Bundle], image: str,
+                judge_url: str | None = None) -> dict[str, tuple[str, str]]:
     """Triage with the triage package (same analysis as `shinken triage`).
 
     Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
@@ -148,7 +156,8 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str) -> dict[str,
     from shinken.triage.pipeline import triage_task_root
 
     ids = {b.id for b in bundles}
-    report = [t for t in triage_task_root(task_root, image=image).report["tasks"] if t.get("id") in ids]
+    report = [t for t in triage_task_root(task_root, image=image, judge_url=judge_url).report["tasks"]
+              if t.get("id") in ids]
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
         tid, verdict, detail = _triage_verdict(e)
@@ -167,7 +176,9 @@ def plan(req: ProbeRequest) -> Plan:
             raise ShinkenError(f"{req.ids}: {len(missing)} id(s) not under {req.task_root}: {', '.join(missing[:5])}")
         bundles = [by_id[i] for i in dict.fromkeys(wanted)]
     verdicts: dict[str, tuple[str, str]] = {}
-    triage = _verdicts_from_triage(req.triage) if req.triage else _triage_now(req.task_root, bundles, req.image)
+    judge = req.judge is not None
+    triage = (_verdicts_from_triage(req.triage, judge) if req.triage
+              else _triage_now(req.task_root, bundles, req.image, req.judge.url if req.judge else None))
     for b in bundles:
         if not b.ok:
             fatal = next(d for d in b.defects if d.fatal)
@@ -200,7 +211,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
                       setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
-                      engine_wait_s=req.engine_wait_s)
+                      engine_wait_s=req.engine_wait_s, judge=req.judge)
     ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address)
     probed = 0
     with ReceiptLog(run_dir) as log:
@@ -243,6 +254,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             "concurrency": req.concurrency,
             "executor": ex.name,
             "state_fidelity": req.state_fidelity,
+            "judge": req.judge.describe() if req.judge is not None else None,
         }
         doc = build_receipt(image_ref=req.image, image_id=image_id, task_ids=[b.id for b in p.bundles],
                             lines=log.latest, run_info=run_info)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 import orjson
 
 from shinken.bundles.model import Bundle
+from shinken.judge.config import JudgeConfig
 from shinken.probes.receipts import LINE_SCHEMA
 from shinken.sandbox.api import FidelityError, Golden, Provider, RewardResult, SetupError
 
@@ -56,6 +57,7 @@ class ProbeConfig:
     run_id: str | None = None
     engine_wait_s: float = 90.0  # how long a retry waits for a restarted engine to answer
     backoff_s: float = 1.0
+    judge: JudgeConfig | None = None  # --judge-url/--judge-model: rewards' reward_judge reaches it
 
     def config_hash(self, rollouts: tuple[Rollout, ...] = ()) -> str:
         """Hash of the settings a result depends on (not concurrency or retries)."""
@@ -65,6 +67,8 @@ class ProbeConfig:
             "reward_timeout": self.reward_timeout,
             "rollouts": [[r.index, r.reward, [[c.name, c.arguments] for c in r.calls]] for r in rollouts],
         }
+        if self.judge is not None:  # absent otherwise: receipts of judge-less runs keep their hash
+            doc["judge"] = self.judge.fingerprint()
         return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
@@ -189,6 +193,11 @@ def verdict_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
 
 
 def _check_reward(rr: RewardResult, what: str) -> float:
+    if rr.error == "judge_error":
+        from shinken.sandbox.api import InfraError
+
+        # The judge endpoint failed, not the task: retried like an engine failure.
+        raise InfraError(f"{what}: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
     if rr.error == "timeout":
         raise _Verdict("reward_timeout", f"{what}: reward.py did not finish in time; {_tail(rr.output_tail)}")
     if rr.error is not None or rr.reward is None:
@@ -308,11 +317,11 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
 ProviderFactory = Callable[[], Provider]
 
 
-def default_provider_factory(run_id: str | None) -> ProviderFactory:
+def default_provider_factory(run_id: str | None, judge: JudgeConfig | None = None) -> ProviderFactory:
     def make() -> Provider:
         from shinken.sandbox.docker_provider import DockerProvider
 
-        return DockerProvider(run_id=run_id)
+        return DockerProvider(run_id=run_id, judge=judge)
     return make
 
 
@@ -326,7 +335,7 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
     if not bundle.ok:
         fatal = next(d for d in bundle.defects if d.fatal)
         return verdict_line(bundle, cfg, "defective", f"{fatal.code}: {fatal.detail}", rollouts)
-    factory = provider_factory or default_provider_factory(cfg.run_id)
+    factory = provider_factory or default_provider_factory(cfg.run_id, cfg.judge)
     t_start = time.monotonic()
     infra_errors: list[str] = []
     attempts = 0

@@ -15,7 +15,7 @@ from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, Sh
 OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
 
 # Reward error codes (RewardResult.error).
-REWARD_ERRORS = ("no_reward_line", "crash", "timeout", "out_of_range", "resource_limit")
+REWARD_ERRORS = ("no_reward_line", "crash", "timeout", "out_of_range", "resource_limit", "judge_error")
 # Accepted-but-flagged output shapes (RewardResult.deviation).
 REWARD_DEVIATIONS = ("bare_number", "total_score", "lowercase")
 

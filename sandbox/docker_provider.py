@@ -14,7 +14,9 @@ from typing import Any
 import docker
 
 from shinken.bundles.model import Bundle
-from shinken.sandbox import goldens
+from shinken.judge.config import JudgeConfig
+from shinken.judge.relay import JudgeRelay, shared_relay
+from shinken.sandbox import goldens, judge_placement
 from shinken.sandbox.api import FidelityError, Golden, InfraError, SetupError
 from shinken.sandbox.container import Container, UserIds, start_container
 from shinken.sandbox.docker_client import connect, resolve_image
@@ -27,7 +29,7 @@ class DockerProvider:
     tier = "filesystem"
 
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
-                 owner: Owner | None = None, limits: Limits | None = None) -> None:
+                 owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
@@ -36,11 +38,18 @@ class DockerProvider:
         self._forks: set[DockerFork] = set()
         self._pools: set[ForkPool] = set()
         self._lock = threading.Lock()
-        self._host_configs: dict[bool, dict[str, Any]] = {}
+        self._host_configs: dict[tuple[bool, str | None], dict[str, Any]] = {}
+        self.judge = judge  # rewards that call reward_judge reach it through the relay
+
+    def judge_relay(self) -> JudgeRelay | None:
+        """The running relay for this provider's judge (shared by the process), or None."""
+        return shared_relay(self.judge) if self.judge is not None else None
 
     # --- containers -----------------------------------------------------------------
-    def _host_config(self, network: bool) -> dict[str, Any]:
-        hc = self._host_configs.get(network)
+    def _host_config(self, network: bool, judge: bool = False) -> dict[str, Any]:
+        relay = self.judge_relay() if judge else None
+        key = (network, str(relay.directory) if relay is not None else None)
+        hc = self._host_configs.get(key)
         if hc is None:
             lim = self.limits
             hc = self.api.create_host_config(
@@ -54,8 +63,10 @@ class DockerProvider:
                 nano_cpus=int(lim.cpus * 1e9),
                 shm_size=lim.shm_size,
                 network_mode="bridge" if network else "none",
+                # The relay's folder, read-only: its socket is the one thing a fork can reach.
+                binds={key[1]: {"bind": judge_placement.MOUNT, "mode": "ro"}} if key[1] else None,
             )
-            self._host_configs[network] = hc
+            self._host_configs[key] = hc
         return hc
 
     def start(self, image_id: str, labels: dict[str, str], *, network: bool, desktop: bool = False,
@@ -114,7 +125,8 @@ class DockerProvider:
         net = golden.network if network is None else network
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
                             extra={LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
-        cid = start_container(self.api, golden.image_id, labels, self._host_config(net), desktop=golden.needs_desktop)
+        cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
+                              desktop=golden.needs_desktop)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid), network=net)
         with self._lock:
             self._forks.add(fork)

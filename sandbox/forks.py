@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import docker.errors
 
 from shinken.bundles.model import Bundle
-from shinken.sandbox import guest
+from shinken.sandbox import guest, judge_placement
 from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, tail
 from shinken.sandbox.container import Container, UserIds, infra, remove_container
 from shinken.sandbox.reward import classify_reward_run
@@ -42,16 +42,32 @@ class DockerFork(Container):
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
         sandbox's python3. A failing postconfig step raises SetupError (where=
-        "evaluator.postconfig"); reward failures are typed in the result."""
+        "evaluator.postconfig"); reward failures are typed in the result. With a judge
+        configured, the judge module and its env file are placed for this run only and the
+        relay accepts this run's token until the reward exits."""
         self._check_open()
         t0 = time.monotonic()
         self.run_steps(bundle.postconfig, bundle, where="evaluator.postconfig", deadline=t0 + max(timeout, 60))
         rp = bundle.reward_path
         if rp is None:
             return RewardResult(None, "crash", None, None, "bundle has no reward.py", 0.0)
-        self._put_reward(rp.read_bytes())
-        t1 = time.monotonic()
-        res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=guest.HOME)
+        relay = self._provider.judge_relay()
+        token = relay.grant() if relay is not None else None
+        try:
+            env = None
+            if relay is not None and token is not None:
+                files = judge_placement.guest_files(relay.config, token)
+                self._put_reward(rp.read_bytes(), {judge_placement.MODULE_NAME: files[judge_placement.MODULE_NAME]})
+                self._put_files("/tmp", files)
+                env = judge_placement.REWARD_ENV
+            else:
+                self._put_reward(rp.read_bytes())
+            t1 = time.monotonic()
+            res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=guest.HOME,
+                            env=env)
+        finally:
+            if relay is not None and token is not None:
+                relay.revoke(token)
         reward, error, deviation = classify_reward_run(res.output, res.exit_code, timed_out=res.timed_out,
                                                        limit_hit=res.limit_hit)
         if res.timed_out or res.limit_hit:
@@ -73,20 +89,36 @@ class DockerFork(Container):
         except docker.errors.APIError:
             pass
 
-    def _put_reward(self, data: bytes) -> None:
+    def _put_reward(self, data: bytes, extra: dict[str, bytes] | None = None) -> None:
         buf = io.BytesIO()
         now = int(time.time())
         with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
             d = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR))
             d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, now
             tar.addfile(d)
-            f = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR) + "/reward.py")
-            f.size, f.mode, f.mtime = len(data), 0o644, now
-            tar.addfile(f, io.BytesIO(data))
+            for name, content in {"reward.py": data, **(extra or {})}.items():
+                f = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR) + "/" + name)
+                f.size, f.mode, f.mtime = len(content), 0o644, now
+                tar.addfile(f, io.BytesIO(content))
         try:
             self.api.put_archive(self.id, os.path.dirname(guest.REWARD_DIR), buf.getvalue())
         except docker.errors.APIError as exc:
             raise infra("placing reward.py", exc) from None
+
+    def _put_files(self, folder: str, files: dict[str, bytes]) -> None:
+        """Root-owned, world-readable files in `folder`; whatever the agent left at those
+        paths (a file of its own, a symlink, a folder) is replaced."""
+        buf = io.BytesIO()
+        now = int(time.time())
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name, content in files.items():
+                f = tarfile.TarInfo(name)
+                f.size, f.mode, f.mtime, f.uid, f.gid = len(content), 0o644, now, 0, 0
+                tar.addfile(f, io.BytesIO(content))
+        try:
+            self.api.put_archive(self.id, folder, buf.getvalue())
+        except docker.errors.APIError as exc:
+            raise infra(f"placing {', '.join(files)} in {folder}", exc) from None
 
     def close(self) -> None:
         if self._closed:

@@ -81,6 +81,8 @@ def parse_reward_output(text: str, exit_code: int | None) -> tuple[float | None,
     reward, err = _classify(value)
     return reward, err, deviation
 
+JUDGE_ERROR_MARK = "SHINKEN_JUDGE_ERROR:"  # the line shinken's reward_judge prints when the judge failed
+
 
 def classify_reward_run(output: str, exit_code: int | None, *, timed_out: bool,
                         limit_hit: bool) -> tuple[float | None, str | None, str | None]:
@@ -89,9 +91,12 @@ def classify_reward_run(output: str, exit_code: int | None, *, timed_out: bool,
     Order matters: a run that hit the container's memory or pids limit and did not exit
     cleanly is `resource_limit` (even if it was then killed at the timeout, which is what a
     fork bomb looks like); a run killed at its timeout is `timeout`; everything else is
-    decided by the output (see parse_reward_output)."""
+    decided by the output (see parse_reward_output). A run in which shinken's judge module
+    could not get an answer is `judge_error`: its score is missing a component, not low."""
     if limit_hit and (timed_out or exit_code != 0):
         return None, "resource_limit", None
     if timed_out:
         return None, "timeout", None
+    if JUDGE_ERROR_MARK in output:
+        return None, "judge_error", None
     return parse_reward_output(output, exit_code)
