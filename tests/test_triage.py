@@ -417,6 +417,63 @@ def test_shell_forms() -> None:
     assert ["module", ["http"], "t: -m http.server"] in command_needs("python3 -m http.server 8000", "t")
 
 
+def test_python_launches_and_fetches_from_the_ast() -> None:
+    import ast
+
+    from shinken.triage.pyflow import scan
+
+    src = b'''import os, shlex, subprocess, webbrowser
+from subprocess import Popen
+import requests
+
+API = "https://api.example-data.net/v2"
+STATE = {"avatar": "https://img.example-cdn.net/a.png", "link": "https://blog.example-news.net/p/1"}
+CMD = ["vlc", "--fullscreen", "/home/user/clip.mp4"]
+
+
+def run_cmd(command, wait=True):
+    p = subprocess.Popen(shlex.split(command))
+    return p.wait() if wait else p
+
+
+def open_in(url):
+    run_cmd(f"firefox {url}", wait=False)
+
+
+run_cmd(f'google-chrome --new-window "{API}/docs"')
+open_in("https://maps.example-geo.net/?q=kyoto")
+Popen(CMD)
+os.system("pdftk in.pdf cat 1 output out.pdf")
+subprocess.run(["tesseract", "/tmp/shot.png", "stdout"], check=True)
+requests.Session().get(API + "/items", timeout=5)
+webbrowser.open("https://help.example-docs.net/start")
+'''
+    flow = scan(ast.parse(src), src)
+    assert sorted(str(c) for c, _ in flow.launches) == sorted([
+        'google-chrome --new-window "https://api.example-data.net/v2/docs"',
+        "firefox https://maps.example-geo.net/?q=kyoto", "['vlc', '--fullscreen', '/home/user/clip.mp4']",
+        "pdftk in.pdf cat 1 output out.pdf", "['tesseract', '/tmp/shot.png', 'stdout']"])
+    assert sorted(u for u, _ in flow.fetches) == ["https://api.example-data.net/v2/items",
+                                                   "https://help.example-docs.net/start"]
+    assert not flow.unresolved_fetch  # the URLs in STATE are data: never fetched
+    # A fetch whose URL is computed: the whole URLs the file binds to names are the candidates.
+    src2 = b"import requests\nBASE = 'https://svc.example-data.net'\nurl = make()\nrequests.get(url)\n"
+    flow2 = scan(ast.parse(src2), src2)
+    assert flow2.unresolved_fetch and [u for u, _ in flow2.url_constants] == ["https://svc.example-data.net"]
+
+
+def test_shell_urls_count_only_when_fetched_or_opened() -> None:
+    def net(cmd, f=command_needs):
+        return sorted({n[1][0] for n in f(cmd, "t") if n[0] in ("network", "mock_host")})
+
+    script = ("#!/bin/bash\nURL=https://files.example-data.net/a.csv\ncurl -fsSL \"$URL\" -o /tmp/a.csv\n"
+              "echo 'see https://wiki.example-docs.net/x' > notes.txt\ngit clone https://github.com/org/repo\n"
+              "xdg-open https://cua-gym-slack.xlang.ai/?sid=1\n")
+    assert net(script, script_needs) == ["cua-gym-slack.xlang.ai", "files.example-data.net", "github.com"]
+    assert net("wget -q http://127.0.0.1:8000/x && echo https://a.example-news.net") == []
+    assert ["app", ["chrome", "chromium", "firefox"]] in [n[:2] for n in command_needs("xdg-open https://x.example.net", "t")]
+
+
 @pytest.mark.docker
 def test_against_real_linux_image_manifest(linux_image: str, demo_root: Path, tmp_path: Path) -> None:
     """The live manifest of shinken/sandbox-linux (the fixture builds it for the current

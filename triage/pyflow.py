@@ -71,6 +71,14 @@ class Scope:
     def __init__(self) -> None:
         self.values: dict[str, list[ast.expr]] = {}
 
+    def bind(self, bindings: dict[str, ast.expr]) -> "Scope":
+        """This scope with helper parameters bound to a caller's arguments (looked up first)."""
+        if not bindings:
+            return self
+        out = Scope()
+        out.values = {**self.values, **{k: [v, *self.values.get(k, ())] for k, v in bindings.items()}}
+        return out
+
     def add(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name) and isinstance(
                 value, (ast.Constant, ast.JoinedStr, ast.BinOp, ast.Call, ast.List, ast.Tuple, ast.Name)):
@@ -100,11 +108,7 @@ class Scope:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return self.text(node.left, depth + 1)
         if isinstance(node, ast.Name):
-            for v in self.values.get(node.id, ()):
-                t = self.text(v, depth + 1)
-                if t is not None:
-                    return t
-            return None
+            return self._bound(node.id, self.text, depth)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                 "format", "strip", "rstrip"):
             return self.text(node.func.value, depth + 1)
@@ -127,12 +131,16 @@ class Scope:
                 return self.text(node.func.value, depth + 1)
             return self.text(node, depth)
         if isinstance(node, ast.Name):
-            for v in self.values.get(node.id, ()):
-                r = self.command(v, depth + 1)
-                if r is not None:
-                    return r
-            return None
+            return self._bound(node.id, self.command, depth)
         return self.text(node, depth)
+
+    def _bound(self, name: str, read, depth: int):
+        """The first value bound to `name` that `read` can work out."""
+        for v in self.values.get(name, ()):
+            r = read(v, depth + 1)
+            if r is not None:
+                return r
+        return None
 
 
 def _arg(call: ast.Call, index: int, keywords: tuple[str, ...]) -> ast.expr | None:
@@ -150,12 +158,36 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+@dataclass(frozen=True)
+class _Hit:
+    """A launch or fetch: the expression holding the command/URL, and what helper
+    parameters in it stand for (a caller's arguments)."""
+
+    kind: str  # "launch" | "fetch"
+    expr: ast.expr | None
+    bindings: tuple[tuple[str, ast.expr], ...] = ()
+
+    def free_names(self) -> set[str]:
+        bound = {k for k, _ in self.bindings}
+        names = _names(self.expr) if self.expr is not None else set()
+        for _, v in self.bindings:
+            names |= _names(v)
+        return names - bound
+
+
+@dataclass(frozen=True)
+class _Helper:
+    param: str
+    index: int
+    inner: _Hit  # the sink call in its body, in terms of `param`
+
+
 class _Scan:
     def __init__(self, tree: ast.Module, src: bytes) -> None:
         self.tree, self.src = tree, src
         self.scope = Scope()
         self.bare_launch: set[str] = set()
-        self.helpers: dict[str, tuple[str, int, str]] = {}  # function name -> (kind, param index, param name)
+        self.helpers: dict[str, _Helper] = {}  # functions handing a parameter to a launch/fetch
         self.flow = Flow()
         self._collect(tree.body)
 
@@ -216,30 +248,33 @@ class _Scan:
             rb"\b" + re.escape(n.encode()) + rb"\s*\(" for n in extra))
         return sorted({self.src.count(b"\n", 0, m.start()) + 1 for m in rx.finditer(self.src)})
 
-    def sink(self, call: ast.Call) -> tuple[str, ast.expr | None] | None:
+    def sink(self, call: ast.Call) -> _Hit | None:
         name = dotted(call.func)
         if name is None:
             return None
         last = name.rsplit(".", 1)[-1]
         if name in _LAUNCH:
-            return "launch", _arg(call, _LAUNCH[name], ("args", "cmd", "command"))
+            return _Hit("launch", _arg(call, _LAUNCH[name], ("args", "cmd", "command")))
         if name in self.bare_launch:
-            return "launch", _arg(call, 0, ("args",))
+            return _Hit("launch", _arg(call, 0, ("args",)))
         if last in self.helpers:
-            kind, idx, param = self.helpers[last]
-            return kind, _arg(call, idx, (param,))
+            h = self.helpers[last]
+            actual = _arg(call, h.index, (h.param,))
+            if actual is None:
+                return None
+            return _Hit(h.inner.kind, h.inner.expr, ((h.param, actual), *h.inner.bindings))
         if name.startswith("webbrowser.") and last in _WEBBROWSER:
-            return "fetch", _arg(call, 0, ("url",))
+            return _Hit("fetch", _arg(call, 0, ("url",)))
         if last in _FETCH_FUNCS:
-            return "fetch", _arg(call, 0, ("url",))
+            return _Hit("fetch", _arg(call, 0, ("url",)))
         if last in _HTTP_METHODS and "." in name:
             url = _arg(call, 1 if last == "request" else 0, ("url",))
             root = name.split(".", 1)[0].lower()
             if any(r in root for r in _HTTP_ROOTS):
-                return "fetch", url
+                return _Hit("fetch", url)
             t = self.scope.text(url)
             if t is not None and _URL_START.match(t):  # anything.get("https://..."): a fetch
-                return "fetch", url
+                return _Hit("fetch", url)
         return None
 
     def run(self) -> Flow:
@@ -250,13 +285,12 @@ class _Scan:
                 if fn is None or fn.name in self.helpers:
                     continue
                 hit = self.sink(call)
-                if hit is None or hit[1] is None:
+                if hit is None or hit.expr is None:
                     continue
-                params = [a.arg for a in fn.args.args]
-                used = _names(hit[1])
-                for i, p in enumerate(params):
-                    if p in used:
-                        self.helpers[fn.name] = (hit[0], i, p)
+                free = hit.free_names()
+                for i, a in enumerate(fn.args.args):
+                    if a.arg in free:
+                        self.helpers[fn.name] = _Helper(a.arg, i, hit)
                         found = True
                         break
             if not found:
@@ -266,16 +300,15 @@ class _Scan:
             hit = self.sink(call)
             if hit is None:
                 continue
-            kind, node = hit
-            if fn is not None and fn.name in self.helpers and node is not None \
-                    and self.helpers[fn.name][2] in _names(node):
+            if fn is not None and fn.name in self.helpers and self.helpers[fn.name].param in hit.free_names():
                 continue  # inside the helper, on its parameter: its callers say what it runs
-            if kind == "launch":
-                cmd = self.scope.command(node)
+            scope = self.scope.bind(dict(hit.bindings))
+            if hit.kind == "launch":
+                cmd = scope.command(hit.expr)
                 if cmd is not None:
                     self.flow.launches.append((cmd, call.lineno))
             else:
-                t = self.scope.text(node)
+                t = scope.text(hit.expr)
                 if t is None:
                     self.flow.unresolved_fetch = True
                 else:
