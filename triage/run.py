@@ -169,6 +169,19 @@ def discover_folders(root: Path) -> tuple[list[str], list[str]]:
     return folders, links
 
 
+def analyze_root(root: str | os.PathLike[str], py: tuple[int, int], *, workers: int | None = None) -> list[dict[str, Any]]:
+    """The image-independent analysis of every bundle under `root` (what the triage cache
+    holds), uncached, in folder-name order: for callers that match one analysis against
+    several manifests or settings (benchmarks/runnable_share.py) with Evaluator."""
+    folders, links = discover_folders(Path(root).absolute())
+    chunks = [folders[i : i + CHUNK] for i in range(0, len(folders), CHUNK)]
+    n = min(workers or default_workers(), max(1, len(folders) // CHUNK))
+    batches = (_work(c, py) for c in chunks) if n <= 1 or len(folders) < INLINE_BELOW else _pooled(chunks, py, n)
+    out = [analysis for batch in batches for _f, _k, analysis in batch]
+    out.extend(symlink_folder_result(link) for link in links)
+    return sorted(out, key=lambda a: os.path.basename(a["path"]))
+
+
 def default_workers() -> int:
     # I/O-bound when cold: twice the cores keeps the disk queue busy while others parse.
     return max(2, 2 * (os.cpu_count() or 1))

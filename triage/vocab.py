@@ -80,6 +80,9 @@ DISTRIBUTION: dict[str, str] = {
     "pyatspi": "pyatspi", "Levenshtein": "python-Levenshtein", "pypdf": "pypdf", "PyPDF2": "PyPDF2",
     "openpyxl": "openpyxl", "numpy": "numpy", "pandas": "pandas", "requests": "requests",
     "pyautogui": "PyAutoGUI", "torch": "torch", "pikepdf": "pikepdf", "xlrd": "xlrd", "lxml": "lxml",
+    "fpdf": "fpdf2", "pyexcel_ods3": "pyexcel-ods3", "msoffcrypto": "msoffcrypto-tool", "pyhanko": "pyHanko",
+    "Crypto": "pycryptodome", "websocket": "websocket-client", "stable_baselines3": "stable-baselines3",
+    "playwright": "playwright", "toml": "toml",
 }
 # Modules that drive the GUI: importing one means the task needs a display.
 DISPLAY_MODULES = frozenset({"pyautogui", "Xlib", "pyatspi", "pynput", "tkinter"})
