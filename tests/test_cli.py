@@ -39,6 +39,10 @@ USAGE_ERRORS = {
     "gc: bad duration": (["gc", "--older-than", "soon"], "--older-than"),
     "gc: bad label": (["gc", "--label", "novalue"], "KEY=VALUE"),
     "image build: unknown image": (["image", "build", "windows"], "unknown image"),
+    "probe: judge url without model": (["probe", DEMO, "--judge-url", "http://127.0.0.1:9/v1"], "needs --judge-model"),
+    "probe: judge model without url": (["probe", DEMO, "--judge-model", "m"], "needs --judge-url"),
+    "probe: judge url not http": (["probe", DEMO, "--judge-url", "127.0.0.1:9", "--judge-model", "m"], "not an http"),
+    "triage: judge url not http": (["triage", DEMO, "--judge-url", "ftp://x"], "not an http"),
     # bad path
     "triage: no task root": (["triage", NOPE], NOPE),
     "probe: no task root": (["probe", NOPE], NOPE),

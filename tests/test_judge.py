@@ -146,11 +146,7 @@ def test_judge_options_are_checked() -> None:
         JudgeConfig.create(None, "m")
     with pytest.raises(ShinkenError, match="not an http"):
         JudgeConfig.create("ftp://x", "m")
-    for args, needle in ((["--judge-url", "http://127.0.0.1:9/v1"], "needs --judge-model"),
-                         (["--judge-url", "localhost:8000", "--judge-model", "m"], "not an http")):
-        r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(REPO / "demo"), *args],
-                           capture_output=True, text=True, cwd=REPO, timeout=120)
-        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
+    # The CLI's one-line errors for these: tests/test_cli.py USAGE_ERRORS.
 
 
 # --- inside real containers ------------------------------------------------------------------

@@ -377,6 +377,36 @@ def build_corpus_subset(root: Path, names: list[str]) -> None:
             shutil.copytree(full / n, root / n)
 
 
+def test_a_pipeline_export_is_mock_web_and_blocked_by_its_hosts(tmp_path: Path) -> None:
+    """`output/final/<id>/` as the generation pipeline exports it, through the CLI: the
+    web tasks are mock_web and blocked by the hosted mocks they name, never `schema`; the
+    judge flag lifts only the judge."""
+    final = tmp_path / "run" / "output" / "final"
+    for name in ("gmail_draft_007", "docs_reply_012"):
+        folder = final / name
+        folder.mkdir(parents=True)
+        for fname, data in VARIANT_CASES[name][0].items():
+            (folder / fname).write_bytes(data)
+    (final / "broken_003").mkdir()  # a folder the export left without a task file
+    (final / "broken_003" / "reward.py").write_text("print('REWARD: 0')\n")
+    env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
+    for extra, judge_blocked in (([], True), (["--judge-url", "http://127.0.0.1:8000/v1"], False)):
+        p = subprocess.run([str(SHINKEN), "triage", str(tmp_path / "run"), "--manifest", str(MANIFEST), "--json",
+                            *extra], capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr
+        tasks = {t["id"]: t for t in orjson.loads(p.stdout)["tasks"]}
+        assert set(tasks) == {"gmail_draft_007", "docs_reply_012", "broken_003"}
+        assert codes(tasks["broken_003"]) == {"missing_task_file"}
+        for name, host in (("gmail_draft_007", "cua-gym-gmail.xlang.ai"), ("docs_reply_012", "cua-gym-google-docs.xlang.ai")):
+            t = tasks[name]
+            assert (t["class"], t["verdict"]) == ("mock_web", "blocked") and "schema" not in codes(t), t
+            assert {r["subject"] for r in t["reasons"] if r["code"] == "needs_mock_web"} == {host}
+        assert ("needs_judge" in codes(tasks["docs_reply_012"])) is judge_blocked
+    p = subprocess.run([str(SHINKEN), "triage", str(tmp_path / "run"), "--manifest", str(MANIFEST),
+                        "--judge-url", "localhost:8000"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and "not an http" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
