@@ -95,7 +95,7 @@ class _Page:
                        _card("triage.all.runnable", t.by_verdict["runnable"], "runnable")]
         rows = [*t.by_class, Row("all", "all classes", dict(t.by_verdict))]
         parts = [f'<h2 id="triage">Triage <span class="note">on <code>{escape(t.image)}</code></span></h2>',
-                 self.fig("Verdicts by task class", svg.legend(VERDICT_SERIES),
+                 self.fig("Verdicts by task class", svg.legend(VERDICT_SERIES, t.by_verdict, "legend.verdict"),
                           svg.stacked_bars(rows, VERDICT_SERIES, "triage", "verdicts by class"),
                           _verdict_table(rows, "triage", "class")),
                  self.fig("Verdicts by app_type" + (f" (the {len(t.by_app_type) - 1} largest, the rest folded)"
@@ -121,7 +121,7 @@ class _Page:
             return
         self.cards.append(_card("probe.kept", p.kept, "kept by the probe"))
         parts = ['<h2 id="probe">Probe</h2>',
-                 self.fig("Probe outcomes", svg.legend(OUTCOME_SERIES),
+                 self.fig("Probe outcomes", svg.legend(OUTCOME_SERIES, {"kept": p.kept, "dropped": p.dropped}, "legend.probe"),
                           svg.stacked_bars([Row("all", "probed tasks", {"kept": p.kept, "dropped": p.dropped})],
                                            OUTCOME_SERIES, "probe", "probe outcomes"))]
         if p.by_reason:
@@ -158,7 +158,7 @@ class _Page:
             f'{escape(str(s["pass_threshold"]))}; a task needs {escape(str(s["min_rollouts"]))} scored rollouts to be '
             f'measured.</p>',
             self.fig(f"Pass rate per task, the band ({s['min_pass']:g} < pass rate < {s['max_pass']:g}) shaded",
-                     svg.legend(BAND_SERIES),
+                     svg.legend(BAND_SERIES, pr.counts, "legend.band"),
                      svg.histogram(pr.histogram, BAND_SERIES, (s["min_pass"], s["max_pass"]), "hist",
                                    "pass-rate histogram"),
                      f'<p class="note">{pr.unmeasured} task(s) without a scored rollout are not drawn.</p>'

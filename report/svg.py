@@ -65,10 +65,17 @@ def _svg(width: float, height: float, body: list[str], label: str) -> str:
             f'role="img" aria-label="{escape(label)}" font-size="{FONT}">' + "".join(body) + "</svg>")
 
 
-def legend(series: Sequence[Series]) -> str:
+def legend(series: Sequence[Series], counts: dict[str, int] | None = None, key: str = "") -> str:
+    """The swatch of each series; with `counts`, each series' number beside its name (so a
+    segment too narrow to carry its number still has it next to the figure)."""
+    def count(s: Series) -> str:
+        if counts is None:
+            return ""
+        return f' <b data-k="{escape(key)}.{escape(s.key)}">{counts.get(s.key, 0)}</b>'
+
     items = "".join(
         f'<span class="key"><svg width="18" height="12" aria-hidden="true"><rect width="18" height="12" '
-        f'fill="url(#{s.pattern})" stroke="#1a202c" stroke-width="0.8"/></svg>{escape(s.label)}</span>'
+        f'fill="url(#{s.pattern})" stroke="#1a202c" stroke-width="0.8"/></svg>{escape(s.label)}{count(s)}</span>'
         for s in series)
     return f'<p class="legend">{items}</p>'
 

@@ -26,6 +26,7 @@ def expected_numbers(triage: dict | None, receipt: dict | None, profile: dict | 
         exp["triage.total"] = s["total"]
         for v, n in s["by_verdict"].items():
             exp[f"triage.all.{v}"] = n
+            exp[f"legend.verdict.{v}"] = n
         for c, row in s["by_class"].items():
             for v in ("runnable", "blocked", "defective", "total"):
                 exp[f"triage.{c}.{v}"] = row[v]
@@ -39,7 +40,7 @@ def expected_numbers(triage: dict | None, receipt: dict | None, profile: dict | 
     if receipt:
         s = receipt["summary"]
         exp |= {"probe.kept": s["kept"], "probe.all.kept": s["kept"], "probe.all.dropped": s["dropped"],
-                "probe.all.total": s["total"]}
+                "probe.all.total": s["total"], "legend.probe.kept": s["kept"], "legend.probe.dropped": s["dropped"]}
         for r, n in s["by_reason"].items():
             exp[f"drop.{r}.total"] = n
         forks = [x for t in receipt["tasks"] for x in t["timings"]["fork_s"]]
@@ -59,6 +60,7 @@ def expected_numbers(triage: dict | None, receipt: dict | None, profile: dict | 
         exp["profile.band"] = profile["counts"]["band"]
         for b in BANDS:
             exp[f"band.{b}.total"] = profile["counts"][b]
+            exp[f"legend.band.{b}"] = profile["counts"][b]
         bins = Counter(min(int(t["pass_rate"] * 10 + 1e-9), 9) for t in profile["tasks"] if t["pass_rate"] is not None)
         for i in range(10):
             exp[f"hist.bin.{i}"] = bins.get(i, 0)
