@@ -8,14 +8,6 @@ from dataclasses import dataclass, field
 
 from shinken.bundles.model import Bundle, SetupStep
 
-# app_type values that mean "the agent works in a GUI", so forks bring the desktop up.
-DESKTOP_APPS = frozenset(
-    {
-        "libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "vlc", "vscode",
-        "chrome", "chromium", "firefox", "blender", "openshot", "thunderbird", "zenity", "xterm",
-        "gedit", "evince", "okular", "inkscape", "pdf_viewer", "pdf", "multi_apps",
-    }
-)
 MOCK_WEB_MARK = "__CUA_GYM_"  # url placeholders of the mock web apps
 
 
@@ -45,12 +37,16 @@ def _steps(bundle: Bundle) -> list[SetupStep]:
 
 
 def task_needs(bundle: Bundle) -> TaskNeeds:
+    # The display decision is triage's evidence (app_type, launched GUI programs, from
+    # Python too, GUI automation), so a task whose setup starts Chrome gets a desktop even
+    # when its app_type says `os` or `mock_websites`.
+    from shinken.triage.analyze import desktop_evidence
+
     declared = {x for x in bundle.raw.get("shinken_needs") or [] if isinstance(x, str)}
-    apps = {a.strip() for a in bundle.app_type.split(",") if a.strip()}
     desktop_why = [
         *(["shinken_needs: desktop"] if "desktop" in declared else []),
         *(["a launch/open step"] if any(s.starts_process for s in _steps(bundle)) else []),
-        *([f"app_type {bundle.app_type}"] if apps & DESKTOP_APPS else []),
+        *desktop_evidence(bundle),
     ]
     network_why = [
         *(["shinken_needs: network"] if declared & {"network", "mock_web"} else []),

@@ -250,6 +250,21 @@ def test_real_bundle_variants_name_what_they_need(corpus: Path, caps: Capabiliti
     assert "evaluator.url 'reward.py'" in notes and "'mock_websites' read as a mock web task" in notes
 
 
+def test_the_sandbox_starts_a_desktop_on_the_same_evidence(corpus: Path) -> None:
+    """sandbox.policy.task_needs: a setup that launches Chrome or VS Code (app_type `os`,
+    `mock_websites`) gets a display; GUI automation (xdotool) too; a file task does not."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.sandbox.policy import task_needs
+
+    desktop = {name: task_needs(load_bundle(corpus / name)).desktop
+               for name in ("gmail_draft_007", "launch-helper-vscode", "browser-opens-site", "missing-exe",
+                            "hw-gui-entry", "data-urls-only", "ok-file-cli", "judge-bug-report")}
+    assert desktop == {"gmail_draft_007": True, "launch-helper-vscode": True, "browser-opens-site": True,
+                       "missing-exe": True, "hw-gui-entry": True, "data-urls-only": False, "ok-file-cli": False,
+                       "judge-bug-report": False}
+    assert "vscode (initial_setup.py:14: code)" in task_needs(load_bundle(corpus / "launch-helper-vscode")).reasons
+
+
 def test_a_configured_judge_unblocks_judged_rewards(corpus: Path, caps: Capabilities) -> None:
     tasks = run(corpus, caps, judge=True)
     assert tasks["judge-bug-report"]["verdict"] == "runnable" and tasks["judge-bug-report"]["reasons"] == []

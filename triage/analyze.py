@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from shinken.bundles.loader import load_bundle
+from shinken.bundles.model import Bundle
 from shinken.triage import pyscan, shell
 from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
 from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
@@ -213,6 +214,26 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         "reasons": reasons,
         "needs": _dedupe(needs),
     }
+
+
+def desktop_evidence(bundle: Bundle) -> list[str]:
+    """Why a task needs a display, from what its bundle says and does: an app_type naming a
+    desktop app or `gui`, a step, setup script or reward that starts a GUI program (from
+    Python too, through helpers), GUI automation (pyautogui, xdotool). Empty: no display.
+    The sandbox starts the desktop for a golden and its forks on this evidence."""
+    if not bundle.raw:
+        return []
+    needs = analyze_folder(str(bundle.path), pyscan.HOST_PY)["needs"]
+    # multi_apps names no one app (no requirement) but is always worked in the GUI.
+    out = ["app_type multi_apps"] if "multi_apps" in bundle.app_type else []
+    for kind, alts, where in needs:
+        if kind == "app":
+            out.append(f"{' | '.join(alts)} ({where})")
+        elif kind == "display" and where not in ("desktop app",):
+            out.append(f"a display ({where})")
+        elif kind == "hint" and alts == ["gui"]:
+            out.append("app_type gui")
+    return out
 
 
 def _dedupe(needs: list[list[Any]]) -> list[list[Any]]:
