@@ -111,9 +111,11 @@ def _manifest_table(manifest: dict[str, Any]) -> Table:
 
 # The names task authors ask about first; the full lists are in --json.
 _PY_HIGHLIGHT = ("openpyxl", "docx", "pptx", "fitz", "pypdf", "PyPDF2", "pikepdf", "pdfminer", "odf", "PIL",
-                 "numpy", "pandas", "cv2", "skimage", "requests", "pyautogui", "lxml", "torch")
+                 "numpy", "pandas", "cv2", "skimage", "scipy", "matplotlib", "requests", "pyautogui", "playwright",
+                 "lxml", "torch")
 _EXE_HIGHLIGHT = ("python3", "Xvfb", "xdotool", "zenity", "xterm", "soffice", "libreoffice", "gimp", "vlc",
-                  "code", "mupdf", "evince", "xcf2png")
+                  "code", "google-chrome", "firefox", "thunderbird", "gnome-terminal", "nautilus", "inkscape",
+                  "evince", "xcf2png", "ffmpeg", "convert", "tesseract", "pdftk", "socat")
 
 
 add_command(app, "build", build, BUILD_EXAMPLES)

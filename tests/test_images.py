@@ -17,6 +17,7 @@ from shinken.images.build import LABEL_HASH, apt_mirror, build_image, content_ha
 from shinken.images.capabilities import cache_path, get_manifest
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema
+from tests.container_exec import sh as _exec
 
 pytestmark = [pytest.mark.docker]
 
@@ -120,11 +121,6 @@ def desktop_container(docker_client, linux_image):
         container.remove(force=True)
 
 
-def _exec(container, cmd: str, user: str = "user") -> tuple[int, str]:
-    rc, out = container.exec_run(["bash", "-c", cmd], user=user, demux=False)
-    return rc, (out or b"").decode(errors="replace")
-
-
 def test_desktop_comes_up_and_zenity_entry_is_accessible(desktop_container):
     c = desktop_container
     started = time.monotonic()
@@ -189,16 +185,6 @@ def test_desktop_up_as_root_runs_the_session_as_user(docker_client, linux_image)
         assert out.strip() == "user", out
     finally:
         container.remove(force=True)
-
-
-@pytest.mark.slow
-def test_cua_image_has_office_apps(docker_client, cua_image):
-    manifest = get_manifest(cua_image, client=docker_client)
-    assert check_with_jsonschema("capabilities", manifest) == []
-    apps = set(manifest["desktop_apps"])
-    assert {"libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "evince", "pdf_viewer",
-            "zenity"} <= apps
-    assert {"soffice", "shinken-desktop-up"} <= set(manifest["executables"])
 
 
 @pytest.mark.slow
