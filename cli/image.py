@@ -17,6 +17,7 @@ app = group("Build and inspect task images.")
 BUILD_EXAMPLES = [
     "shinken image build    # both images; cached by content hash, so a second run takes a second",
     "shinken image build cua --ca-bundle /etc/ssl/certs/ca-certificates.crt --json",
+    "shinken image build cua --extra vscode.Dockerfile    # a fragment on top of cua; pass the printed tag to --image",
 ]
 INSPECT_EXAMPLES = [
     "shinken image inspect shinken/sandbox-cua:latest",
@@ -46,7 +47,14 @@ class _StatusProgress:
 
 
 def build(
-    name: Annotated[str, typer.Argument(help="linux, cua or all.")] = "all",
+    name: Annotated[Optional[str], typer.Argument(
+        help="linux, cua or all (default all). With --extra: the base, linux, cua (default) or an existing image.")] = None,
+    extra: Annotated[Optional[Path], typer.Option(
+        "--extra", help="Dockerfile fragment (RUN/ENV/COPY lines, no FROM) to build on top of the image; "
+        "prints the tag to pass to --image.")] = None,
+    tag: Annotated[Optional[str], typer.Option(
+        "--tag", help="Repository for the --extra image (default shinken/sandbox-<base>-<fragment name>); "
+        "shinken adds :<content hash> and :latest.")] = None,
     ca_bundle: CaBundleOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every build output line.")] = False,
     json_out: JsonFlag = False,
@@ -54,22 +62,32 @@ def build(
     """Build (or find cached) sandbox images; prints image ids."""
     from shinken.errors import ShinkenError
     from shinken.images.build import IMAGE_NAMES, build_image
+    from shinken.images.extra import build_extra
 
     output = Output(json_out)
 
-    names = list(IMAGE_NAMES) if name == "all" else [name]
-    if any(n not in IMAGE_NAMES for n in names):
-        raise ShinkenError(f"unknown image {name!r}; choose linux, cua or all")
+    if extra is not None:
+        if name == "all":
+            raise ShinkenError("--extra builds on one base; name it: `shinken image build cua --extra FILE`")
+        base = name or "cua"
+        jobs = [(base, lambda progress: build_extra(extra, base, repo=tag, ca_bundle=ca_bundle, progress=progress))]
+    else:
+        if tag is not None:
+            raise ShinkenError("--tag names an --extra image; pass --extra FILE too (sandbox images are tagged by shinken)")
+        names = list(IMAGE_NAMES) if name in (None, "all") else [name]
+        if any(n not in IMAGE_NAMES for n in names):
+            raise ShinkenError(f"unknown image {name!r}; choose linux, cua or all")
+        jobs = [(n, lambda progress, n=n: build_image(n, ca_bundle=ca_bundle, progress=progress)) for n in names]
     results = []
-    for n in names:
+    for n, job in jobs:
         if err.is_terminal:
             with Status(f"image {n}", console=err) as status:
-                outcome = build_image(n, ca_bundle=ca_bundle, progress=_StatusProgress(status, verbose))
+                outcome = job(_StatusProgress(status, verbose))
         else:
             # no live status line in logs (CI): rich would hold the prints back until the end
-            outcome = build_image(n, ca_bundle=ca_bundle, progress=_StatusProgress(None, verbose))
+            outcome = job(_StatusProgress(None, verbose))
         err.print(f"{outcome.tag}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s")
-        results.append({"name": n, "tag": outcome.tag, "latest": outcome.tag.split(":")[0] + ":latest",
+        results.append({"name": outcome.name, "tag": outcome.tag, "latest": outcome.tag.split(":")[0] + ":latest",
                         "id": outcome.image_id, "content_hash": outcome.content_hash,
                         "cached": outcome.cached, "seconds": round(outcome.seconds, 2)})
     table = Table("image", "tag", "id", "cached", "seconds")
@@ -105,6 +123,13 @@ def _manifest_table(manifest: dict[str, Any]) -> Table:
     table.add_row("python modules", f"{len(manifest['python_modules'])}: " + _sample(manifest["python_modules"], _PY_HIGHLIGHT))
     table.add_row("executables", f"{len(manifest['executables'])}: " + _sample(manifest["executables"], _EXE_HIGHLIGHT))
     table.add_row("dpkg packages", str(len(manifest["dpkg_packages"])))
+    if "extra" in manifest:
+        ex = manifest["extra"]
+        added = ex["added"]
+        table.add_row("extra", f"{ex['fragment']['name']} (sha256 {ex['fragment']['sha256'][:12]}) on {ex['base'][7:19]}")
+        table.add_row("  added", "; ".join(f"{k.replace('_', ' ')}: {' '.join(sorted(v)) or '-'}"
+                                           for k, v in added.items() if k != "dpkg_packages")
+                      + f"; {len(added['dpkg_packages'])} dpkg packages")
     table.add_row("generated", manifest["generated_at"])
     return table
 

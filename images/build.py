@@ -2,8 +2,9 @@
 
 Chain: `shinken/base-bookworm` (debootstrap minbase + docker import) -> `shinken/sandbox-core`
 (images/core: desktop, python libraries, user) -> `shinken/sandbox-linux` (core + images/guest/) and
-`shinken/sandbox-cua` (core + LibreOffice/GIMP/evince + images/guest/). The guest scripts come last in
-both, so editing one never reinstalls the applications.
+`shinken/sandbox-cua` (core + the task desktop's apps, tools and reward modules + images/guest/). The
+guest scripts come last in both, so editing one never reinstalls the applications. User fragments
+on top of either are built by shinken.images.extra with the same runner (`run_build`).
 Each image is tagged `<repo>:<hash12>` and `<repo>:latest` and labelled `shinken.content_hash`; the
 hash covers the image folder, the guest scripts (linux), a recipe version and the parent image id,
 so any change below an image rebuilds it and nothing else does.
@@ -209,20 +210,22 @@ def content_hash(name: str, parent_id: str) -> str:
     return h.hexdigest()[:12]
 
 
-def _context_tar(name: str, ca_pem: bytes) -> io.BytesIO:
+def context_tar(files: list[tuple[str, Path]], extra: dict[str, bytes]) -> io.BytesIO:
+    """A build context: `files` (path in context, file on disk) plus in-memory `extra` members."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for arc, path in _image_files(name):
+        for arc, path in files:
             info = tar.gettarinfo(str(path), arcname=arc)
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
             info.mtime = 0  # stable context -> the builder's COPY cache hits across checkouts
             with open(path, "rb") as fh:
                 tar.addfile(info, fh)
-        info = tarfile.TarInfo("ca/ca.pem")
-        info.size = len(ca_pem)
-        info.mode = 0o644
-        tar.addfile(info, io.BytesIO(ca_pem))
+        for arc, data in extra.items():
+            info = tarfile.TarInfo(arc)
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
     buf.seek(0)
     return buf
 
@@ -275,22 +278,27 @@ def build_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
             _tag_latest(client, found, repo)
             return BuildOutcome(name, found, tag, h, True, time.monotonic() - started)
         _say(progress, f"building {tag} (from {parent_ref})")
-        image_id = _run_build(client, name, tag, h, parent_ref, parent_id, _read_ca(ca_bundle), progress, nocache)
+        context = context_tar(_image_files(name), {"ca/ca.pem": _read_ca(ca_bundle)})
+        image_id = run_build(client, context, tag, f"{name}-{h}", buildargs={"BASE_IMAGE": parent_ref},
+                             labels={LABEL_HASH: h, LABEL_IMAGE: name, LABEL_PARENT: parent_id},
+                             progress=progress, nocache=nocache)
         if name in WITH_GUEST:
-            _smoke_check(client, tag)
+            smoke_check(client, tag)
         _tag_latest(client, image_id, repo)
     return BuildOutcome(name, image_id, tag, h, False, time.monotonic() - started)
 
 
-def _smoke_check(client, tag: str) -> None:
+SANDBOX_EXECUTABLES = ("python3", "shinken-desktop-up", "shinken-a11y-dump", "Xvfb")
+
+
+def smoke_check(client, tag: str, required: tuple[str, ...] = SANDBOX_EXECUTABLES) -> None:
     """Before `:latest` moves, the new image must have python3 and the guest scripts (the manifest is
     cached by image id, so this also pre-fills `shinken image inspect`)."""
     from shinken.images.capabilities import get_manifest
 
     try:
         manifest = get_manifest(tag, client)
-        missing = [e for e in ("python3", "shinken-desktop-up", "shinken-a11y-dump", "Xvfb")
-                   if e not in manifest["executables"]]
+        missing = [e for e in required if e not in manifest["executables"]]
     except ShinkenError as exc:
         missing = [str(exc)]
     if missing:
@@ -298,21 +306,22 @@ def _smoke_check(client, tag: str) -> None:
         raise EnvironmentProblem(f"built {tag} but it lacks {', '.join(missing)}; the image was not tagged latest")
 
 
-def _run_build(client, name: str, tag: str, h: str, parent_ref: str, parent_id: str, ca_pem: bytes,
-               progress: Progress | None, nocache: bool) -> str:
+def run_build(client, context: io.BytesIO, tag: str, log_name: str, *, buildargs: dict[str, str],
+              labels: dict[str, str], progress: Progress | None, nocache: bool) -> str:
+    """Build `context` (a tar with a Dockerfile) as `tag`; the image id. Output goes to
+    build-logs/<log_name>.log; a failed step raises EnvironmentProblem with the last lines."""
     import docker.errors
 
     log_dir = _cache_dir() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{name}-{h}.log"
+    log_path = log_dir / f"{log_name}.log"
     tail: list[str] = []
     image_id: str | None = None
     with open(log_path, "w", encoding="utf-8") as log:
         try:
             stream = client.api.build(
-                fileobj=_context_tar(name, ca_pem), custom_context=True, tag=tag, rm=True, forcerm=True,
-                pull=False, nocache=nocache, decode=True, network_mode="host", buildargs={"BASE_IMAGE": parent_ref},
-                labels={LABEL_HASH: h, LABEL_IMAGE: name, LABEL_PARENT: parent_id},
+                fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                pull=False, nocache=nocache, decode=True, network_mode="host", buildargs=buildargs, labels=labels,
             )
             for chunk in stream:
                 if "error" in chunk:

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.images.build import GUEST_DIR, _cache_dir, _client
+from shinken.images.build import GUEST_DIR, LABEL_IMAGE, LABEL_PARENT, _cache_dir, _client
+from shinken.images.extra import EXTRA_KIND, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA
 from shinken.sandbox.docker_client import resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error, write_json
@@ -45,14 +46,32 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
         "schema": SCHEMA,
         "image": {"ref": image_ref, "id": image_id},
         **{k: v for k, v in probe.items() if k != "schema"},
-        "generated_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    labels = client.images.get(image_id).labels or {}
+    if labels.get(LABEL_IMAGE) == EXTRA_KIND and labels.get(LABEL_PARENT):
+        manifest["extra"] = _extra_section(client, labels, manifest)
+    manifest["generated_at"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     problem = validation_error("capabilities", manifest)
     if problem:
         raise ShinkenError(f"{image_ref}: capability manifest is invalid ({problem}); the image's "
                            "shinken-capabilities script does not match this shinken version")
     write_json(path, manifest, "capabilities")  # atomic, a temp file per process
     return manifest
+
+
+def _extra_section(client, labels: dict[str, str], manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a `--extra` fragment added: this manifest minus its base image's (from the labels)."""
+    base_id = labels[LABEL_PARENT]
+    base = get_manifest(base_id, client)
+    base_pkgs = base["dpkg_packages"]
+    return {
+        "fragment": {"name": labels.get(LABEL_FRAGMENT_NAME) or "extra", "sha256": labels.get(LABEL_FRAGMENT_SHA, "")},
+        "base": base_id,
+        "added": {
+            **{k: sorted(set(manifest[k]) - set(base[k])) for k in ("python_modules", "executables", "desktop_apps")},
+            "dpkg_packages": {p: v for p, v in manifest["dpkg_packages"].items() if base_pkgs.get(p) != v},
+        },
+    }
 
 
 def _probe(client, image_id: str, image_ref: str) -> dict[str, Any]:
