@@ -103,8 +103,6 @@ def build_extra(fragment_path: Path | str, base: str = "cua", *, repo: str | Non
                 ca_bundle: Path | str | None = None, progress: Progress | None = None,
                 nocache: bool = False) -> BuildOutcome:
     """Build the fragment on `base` (linux, cua, or an existing image ref), cached by content hash."""
-    import docker.errors
-
     fragment = read_fragment(fragment_path)
     if repo is not None and not _REPO_RE.match(repo):
         raise ShinkenError(f"--tag {repo!r} is not a Docker repository name (lower-case, e.g. me/cua-vscode); "
@@ -115,10 +113,10 @@ def build_extra(fragment_path: Path | str, base: str = "cua", *, repo: str | Non
         base_out = build_image(base, client=client, ca_bundle=ca_bundle, progress=progress, nocache=False)
         base_id, base_ref = base_out.image_id, base_out.tag
     else:
-        try:
-            base_id, base_ref = client.images.get(base).id, base
-        except docker.errors.ImageNotFound:
-            raise ShinkenError(f"base image {base!r} not found; use linux, cua or an existing image tag") from None
+        found = _image_id(client, base)
+        if found is None:
+            raise ShinkenError(f"base image {base!r} not found; use linux, cua or an existing image tag")
+        base_id, base_ref = found, base
     repo = repo or default_repo(base, fragment)
     h = extra_hash(fragment, base_id)
     tag = f"{repo}:{h}"
