@@ -12,3 +12,21 @@ def sh(container, cmd: str, user: str = "user") -> tuple[int, str]:
 def in_session(cmd: str) -> str:
     """`cmd` with the desktop session's environment (DISPLAY, the D-Bus session bus) loaded."""
     return f". /tmp/shinken-session.env && {cmd}"
+
+
+def run_sandbox(client, image: str, task: str, *, desktop: bool = True, pids_limit: int = 1024,
+                mem_limit: str = "3g"):
+    """A container confined like a fork (network none, capabilities dropped), labelled for `task`,
+    with the desktop up when `desktop`. The caller removes it."""
+    from shinken.sandbox.ownership import labels_for
+
+    box = client.containers.run(
+        image, detach=True, init=True, network_mode="none", labels=labels_for("build", task=task),
+        cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=pids_limit, mem_limit=mem_limit,
+    )
+    if desktop:
+        rc, out = sh(box, "shinken-desktop-up")
+        if rc != 0:
+            box.remove(force=True)
+            raise AssertionError(f"shinken-desktop-up failed: {out}")
+    return box

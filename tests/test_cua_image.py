@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from shinken.images.capabilities import get_manifest
-from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema
-from tests.container_exec import in_session, sh
+from tests.container_exec import in_session, run_sandbox, sh
 
 pytestmark = [pytest.mark.docker]
 
@@ -121,13 +120,8 @@ SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="64" height="64"><rect widt
 @pytest.fixture(scope="module")
 def cua_box(docker_client, cua_image):
     """A desktop container of the task image with every GUI app launched (at `launched_at`)."""
-    box = docker_client.containers.run(
-        cua_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-cua-image"),
-        cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=2048, mem_limit="4g",
-    )
+    box = run_sandbox(docker_client, cua_image, "test-cua-image", pids_limit=2048, mem_limit="4g")
     try:
-        rc, out = sh(box, "shinken-desktop-up")
-        assert rc == 0, out
         box.put_archive("/tmp", _tar({f: (DATA / f).read_bytes() for f in ("two-layers.xcf", "encrypted-shinken.xlsx")}))
         rc, out = sh(box, "cp /tmp/two-layers.xcf /home/user/ && cd /home/user && printf '%s' "
                           f"{shlex.quote(SVG)} > shape.svg && python3 -c \"from reportlab.pdfgen import canvas; "
