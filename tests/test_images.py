@@ -47,6 +47,10 @@ def test_content_hash_follows_parent_and_files():
     # the guest scripts are part of the linux image's identity
     assert {"guest/shinken-desktop-up", "guest/shinken-a11y-dump", "guest/shinken-capabilities"} <= set(arcs)
     assert "Dockerfile" in arcs
+    # every file the cua recipe COPYs is part of its identity, the guest scripts too
+    cua = {arc for arc, _ in images_build._image_files("cua")}
+    assert {"bin/google-chrome", "bin/xcf2png", "requirements.txt", "check_requirements.py", "chromium.d/shinken",
+            "stubs/python3-pythran.control", "desktop/mimeapps.list", "guest/shinken-desktop-up"} <= cua
 
 
 def test_unknown_image_name_is_a_usage_error(docker_client):
