@@ -19,6 +19,7 @@ SCHEMA_NAMES = (
     "download_result", "download_state", "extract_marker", "extract_result", "gym_row",
     "workspace_manifest", "source", "gym_rollout", "profile", "profile_outcome", "task_ids",
     "dropped_row", "provenance", "publish_result",
+    "hub_manifest",
 )
 
 

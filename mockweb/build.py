@@ -1,0 +1,306 @@
+"""`shinken hub build`: an image serving chosen mock apps of a CUA-Gym-Hub checkout.
+
+Three levels, each cached by content hash so a rebuild only redoes what changed:
+- `shinken/hub-node:<h>`: Node.js + npm from Debian on the debootstrapped base (h: recipe +
+  base image id);
+- `shinken/hub-app-<app>:<h>` per app: the app's sources with `npm ci` (or `npm install`
+  without a lockfile) and `npm run build` done (h: the app's sources and lockfile + the
+  node image). Built in a container on the host network with a shared npm cache
+  (~/.cache/shinken/hub-npm) and the proxy CA mounted read-only, then committed: nothing of
+  the CA or the cache ends up in the image;
+- `shinken/hub:<h>`: the node image, every chosen app copied in, the supervisor and the hub
+  manifest (label `shinken.hub_manifest`, schema hub_manifest): what `shinken hub up` runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.images.build import (
+    LABEL_HASH,
+    LABEL_IMAGE,
+    LABEL_PARENT,
+    _build_lock,
+    _cache_dir,
+    _client,
+    _image_id,
+    _read_ca,
+    _tag_latest,
+    base_hash,
+    apt_mirror,
+    ensure_base,
+    run_build,
+)
+from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
+from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
+from shinken.sandbox.ownership import labels_for
+
+HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
+RECIPE_VERSION = "1"  # bump when a build step changes in a way the hashed inputs do not show
+NODE_REPO = "shinken/hub-node"
+APP_REPO_PREFIX = "shinken/hub-app-"
+HUB_REPO = "shinken/hub"
+LABEL_HUB_APP = "shinken.hub_app"
+APPS_ROOT = "/hub/apps"
+FIRST_APP_PORT = 8000  # direct ports, numbered like deploy-all.sh (8000 + index in name order)
+APP_BUILD_TIMEOUT_S = 1800.0
+HUB_UID = 1000
+
+Progress = Callable[[str], None]
+
+
+def _say(progress: Progress | None, line: str) -> None:
+    if progress is not None:
+        progress(line)
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+@dataclass
+class AppBuild:
+    name: str
+    tag: str
+    image_id: str
+    source_hash: str
+    cached: bool
+    seconds: float
+
+
+@dataclass
+class HubBuild:
+    tag: str
+    image_id: str
+    content_hash: str
+    cached: bool
+    seconds: float
+    manifest: dict[str, Any]
+    apps: list[AppBuild] = field(default_factory=list)
+    node_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag, "latest": f"{HUB_REPO}:latest", "id": self.image_id, "content_hash": self.content_hash,
+            "cached": self.cached, "seconds": round(self.seconds, 2), "node_seconds": round(self.node_seconds, 2),
+            "apps": [{"name": a.name, "tag": a.tag, "id": a.image_id, "source_hash": a.source_hash,
+                      "cached": a.cached, "seconds": round(a.seconds, 2)} for a in self.apps],
+            "manifest": self.manifest,
+        }
+
+
+# ---------------------------------------------------------------- node image
+
+
+def _tar(files: dict[str, bytes]) -> io.BytesIO:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in sorted(files.items()):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    buf.seek(0)
+    return buf
+
+
+def ensure_node_image(client: Any, progress: Progress | None = None) -> tuple[str, str, bool]:
+    """(tag, image id, cached) of shinken/hub-node for the current base image."""
+    base_id = ensure_base(client, progress=progress)
+    dockerfile = (HUB_IMAGE_DIR / "node.Dockerfile").read_bytes()
+    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\nbase=" + base_id.encode() + b"\n" + dockerfile).hexdigest()[:12]
+    tag = f"{NODE_REPO}:{h}"
+    with _build_lock("hub-node"):
+        found = _image_id(client, tag)
+        if found:
+            return tag, found, True
+        _say(progress, f"building {tag} (Node.js and npm from Debian)")
+        image_id = run_build(client, _tar({"Dockerfile": dockerfile}), tag, f"hub-node-{h}",
+                             buildargs={"BASE_IMAGE": f"shinken/base-bookworm:{base_hash(apt_mirror())}"},
+                             labels={LABEL_HASH: h, LABEL_IMAGE: "hub-node", LABEL_PARENT: base_id},
+                             progress=progress, nocache=False)
+        _tag_latest(client, image_id, NODE_REPO)
+        return tag, image_id, False
+
+
+# ---------------------------------------------------------------- one app
+
+
+def app_content_hash(app: MockApp, node_id: str) -> str:
+    return hashlib.sha256(f"recipe={RECIPE_VERSION}\nnode={node_id}\nsource={source_hash(app)}\n".encode()).hexdigest()[:12]
+
+
+def _source_tar(app: MockApp) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for rel, path in source_files(app.folder):
+            info = tar.gettarinfo(str(path), arcname=f"{app.name}/{rel}")
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            with open(path, "rb") as fh:
+                tar.addfile(info, fh)
+    return buf.getvalue()
+
+
+# npm reads the proxy CA both as its own `cafile` and as Node's extra CAs (install scripts);
+# `npm ci` needs a lockfile that matches package.json, `npm install` works without one.
+_APP_BUILD_SCRIPT = r"""set -e
+cd "$1"
+export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
+if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
+npm run build
+test -f dist/index.html || { echo "npm run build wrote no dist/index.html" >&2; exit 3; }
+"""
+
+
+def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
+              progress: Progress | None = None, nocache: bool = False) -> AppBuild:
+    """The built image of one app, cached by the hash of its sources and the node image."""
+    t0 = time.monotonic()
+    h = app_content_hash(app, node_id)
+    src = source_hash(app)
+    tag = f"{APP_REPO_PREFIX}{_slug(app.name)}:{h}"
+    with _build_lock(f"hub-app-{_slug(app.name)}"):
+        found = _image_id(client, tag)
+        if found and not nocache:
+            return AppBuild(app.name, tag, found, src, True, time.monotonic() - t0)
+        _say(progress, f"building {tag} ({app.name}: npm {'ci' if app.has_lockfile else 'install'} + npm run build)")
+        image_id = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress)
+    return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0)
+
+
+def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
+                            ca_pem: bytes, progress: Progress | None) -> str:
+    import docker.errors
+
+    api = client.api
+    npm_cache = _cache_dir() / "hub-npm"
+    npm_cache.mkdir(parents=True, exist_ok=True)
+    ca_file = _cache_dir() / "hub-ca.pem"
+    ca_file.write_bytes(ca_pem)
+    log_dir = _cache_dir() / "build-logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"hub-app-{_slug(app.name)}-{h}.log"
+    binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}}
+    hc = api.create_host_config(binds=binds, network_mode="host", init=True)
+    labels = labels_for("build", task=f"hub-app-{app.name}")
+    try:
+        cid = api.create_container(node_tag, command=["sleep", "infinity"], host_config=hc, labels=labels,
+                                   working_dir=APPS_ROOT, detach=True)["Id"]
+    except docker.errors.APIError as exc:
+        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc}") from None
+    tail: list[str] = []
+    try:
+        api.start(cid)
+        api.put_archive(cid, APPS_ROOT, _source_tar(app))
+        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}"])
+        deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
+        with open(log_path, "w", encoding="utf-8") as log:
+            for chunk in api.exec_start(ex["Id"], stream=True):
+                text = chunk.decode("utf-8", "replace")
+                log.write(text)
+                for line in text.splitlines():
+                    if line.strip():
+                        tail = (tail + [line])[-30:]
+                        _say(progress, f"[{app.name}] {line}")
+                if time.monotonic() > deadline:
+                    raise EnvironmentProblem(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s (log: {log_path})")
+        code = api.exec_inspect(ex["Id"]).get("ExitCode")
+        if code != 0:
+            raise ShinkenError(
+                f"{app.folder}: npm build of {app.name} failed (exit {code}); fix the app or leave it out of --apps\n"
+                + "\n".join(tail[-12:]) + f"\n(full log: {log_path})", exit_code=1)
+        repo, version = tag.split(":")
+        img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
+        res = api.commit(cid, repository=repo, tag=version, conf={"Labels": img_labels, "Cmd": ["sleep", "infinity"]})
+        return res["Id"]
+    except docker.errors.APIError as exc:
+        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path})") from None
+    finally:
+        try:
+            api.remove_container(cid, force=True, v=True)
+        except docker.errors.APIError:
+            pass  # labelled `build`: `shinken gc` reclaims it
+
+
+# ---------------------------------------------------------------- the hub image
+
+
+def check_aliases(apps: list[MockApp]) -> None:
+    seen: dict[str, str] = {}
+    for a in apps:
+        other = seen.get(a.alias) or seen.get(a.key)
+        if other is not None:
+            raise ShinkenError(f"apps {other!r} and {a.name!r} would share the host name {a.alias} "
+                               "(or the placeholder key); leave one out with --apps")
+        seen[a.alias] = seen[a.key] = a.name
+
+
+def hub_manifest(apps: list[MockApp], builds: list[AppBuild], node_id: str) -> dict[str, Any]:
+    by_name = {b.name: b for b in builds}
+    return {
+        "schema": HUB_SCHEMA,
+        "node_image": node_id,
+        "apps": [
+            {"name": a.name, "key": a.key, "alias": a.alias, "port": FIRST_APP_PORT + i,
+             "dir": f"{APPS_ROOT}/{a.name}", "source_hash": by_name[a.name].source_hash,
+             "image": by_name[a.name].image_id}
+            for i, a in enumerate(apps)
+        ],
+    }
+
+
+def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
+    by_name = {b.name: b for b in builds}
+    lines = ["ARG BASE_IMAGE", "FROM ${BASE_IMAGE}"]
+    for a in apps:
+        d = f"{APPS_ROOT}/{a.name}"
+        lines.append(f"COPY --from={by_name[a.name].tag} --chown={HUB_UID}:{HUB_UID} {d} {d}")
+    lines += ["COPY hub.json supervisor.mjs /hub/", "USER hub", "WORKDIR /hub", "EXPOSE 80",
+              'CMD ["node", "/hub/supervisor.mjs"]']
+    return ("\n".join(lines) + "\n").encode()
+
+
+def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any = None,
+              ca_bundle: Path | str | None = None, progress: Progress | None = None,
+              nocache: bool = False) -> HubBuild:
+    """Build (or find cached) the hub image serving `app_names` of the checkout at `source`."""
+    t0 = time.monotonic()
+    apps = select_apps(discover_apps(source), app_names)
+    check_aliases(apps)
+    client = _client(client)
+    ca_pem = _read_ca(ca_bundle)
+    tn = time.monotonic()
+    node_tag, node_id, _ = ensure_node_image(client, progress)
+    node_seconds = time.monotonic() - tn
+    builds = [build_app(client, a, node_tag, node_id, ca_pem, progress=progress, nocache=nocache) for a in apps]
+    manifest = hub_manifest(apps, builds, node_id)
+    supervisor = (HUB_IMAGE_DIR / "supervisor.mjs").read_bytes()
+    manifest_bytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
+    dockerfile = _hub_dockerfile(apps, builds)
+    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\n" + dockerfile + manifest_bytes + supervisor).hexdigest()[:12]
+    tag = f"{HUB_REPO}:{h}"
+    with _build_lock("hub"):
+        found = _image_id(client, tag)
+        if found and not nocache:
+            _tag_latest(client, found, HUB_REPO)
+            return HubBuild(tag, found, h, True, time.monotonic() - t0, manifest, builds, node_seconds)
+        _say(progress, f"building {tag} ({len(apps)} app(s): {', '.join(a.name for a in apps)})")
+        context = _tar({"Dockerfile": dockerfile, "hub.json": json.dumps(manifest, indent=1).encode(),
+                        "supervisor.mjs": supervisor})
+        image_id = run_build(client, context, tag, f"hub-{h}", buildargs={"BASE_IMAGE": node_tag},
+                             labels={LABEL_HASH: h, LABEL_IMAGE: "hub", LABEL_PARENT: node_id,
+                                     LABEL_HUB_MANIFEST: manifest_bytes.decode()},
+                             progress=progress, nocache=nocache)
+        _tag_latest(client, image_id, HUB_REPO)
+    return HubBuild(tag, image_id, h, False, time.monotonic() - t0, manifest, builds, node_seconds)
+

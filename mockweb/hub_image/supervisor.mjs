@@ -1,0 +1,144 @@
+// The hub's front door (shinken's own code, not part of CUA-Gym-Hub): one HTTP server that
+// routes each request to the mock app it names and starts that app's `vite preview` (with the
+// app's own state middleware) on first use, so a hub holding many apps costs memory only for
+// the apps a run touches.
+//
+// Routing: port 80 by Host header (`cua-gym-gmail`, the network alias forks resolve), and one
+// direct port per app (8000 + its index, as deploy-all.sh numbers them) for `shinken hub up
+// --publish`. /__shinken/health lists the apps; /__shinken/start?app=NAME starts one and
+// answers when it serves.
+import http from 'node:http';
+import net from 'node:net';
+import fs from 'node:fs';
+import { spawn } from 'node:child_process';
+
+const MANIFEST = process.env.SHINKEN_HUB_MANIFEST || '/hub/hub.json';
+const START_TIMEOUT_MS = Number(process.env.SHINKEN_HUB_START_TIMEOUT_MS || 120000);
+const INTERNAL_BASE = 20000;
+const manifest = JSON.parse(fs.readFileSync(MANIFEST, 'utf8'));
+
+const apps = manifest.apps.map((a, i) => ({
+  ...a, internal: INTERNAL_BASE + i, proc: null, ready: null, starts: 0, lastError: null,
+}));
+const byAlias = new Map(apps.map((a) => [a.alias, a]));
+const byName = new Map(apps.map((a) => [a.name.toLowerCase(), a]));
+
+function log(msg) { process.stdout.write(`[hub] ${new Date().toISOString()} ${msg}\n`); }
+
+function portOpen(port) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    s.once('connect', () => { s.destroy(); resolve(true); });
+    s.once('error', () => resolve(false));
+  });
+}
+
+function start(app) {
+  if (app.ready) return app.ready;
+  app.starts += 1;
+  // The app's own preview script, as deploy-all.sh runs it, bound to loopback: only this
+  // process talks to it.
+  const proc = spawn('npm', ['run', 'preview', '--', '--host', '127.0.0.1', '--port', String(app.internal), '--strictPort'],
+    { cwd: app.dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, BROWSER: 'none' } });
+  app.proc = proc;
+  const tag = `[${app.name}] `;
+  for (const stream of [proc.stdout, proc.stderr]) {
+    stream.on('data', (d) => process.stdout.write(d.toString().split('\n').filter(Boolean).map((l) => tag + l + '\n').join('')));
+  }
+  let exited = false;
+  proc.on('exit', (code, signal) => {
+    exited = true;
+    app.lastError = `vite preview exited (code ${code}, signal ${signal})`;
+    log(`${app.name}: ${app.lastError}`);
+    if (app.proc === proc) { app.proc = null; app.ready = null; }
+  });
+  const t0 = Date.now();
+  app.ready = (async () => {
+    while (Date.now() - t0 < START_TIMEOUT_MS) {
+      if (exited) throw new Error(app.lastError);
+      if (await portOpen(app.internal)) {
+        log(`${app.name}: serving after ${Date.now() - t0} ms`);
+        return true;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    proc.kill('SIGKILL');
+    throw new Error(`vite preview did not listen within ${START_TIMEOUT_MS} ms`);
+  })();
+  app.ready.catch((e) => { app.lastError = String(e.message || e); if (app.proc === proc) app.ready = null; });
+  return app.ready;
+}
+
+function sendJson(res, status, doc) {
+  const body = JSON.stringify(doc);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store' });
+  res.end(body);
+}
+
+function health() {
+  return {
+    ok: true,
+    apps: apps.map((a) => ({ name: a.name, alias: a.alias, port: a.port, running: !!a.proc, starts: a.starts, last_error: a.lastError })),
+  };
+}
+
+async function proxy(app, req, res) {
+  try {
+    await start(app);
+  } catch (e) {
+    sendJson(res, 502, { error: `mock app ${app.name} failed to start: ${e.message || e}` });
+    return;
+  }
+  const headers = { ...req.headers, host: `127.0.0.1:${app.internal}`, 'x-forwarded-host': req.headers.host || '' };
+  const up = http.request({ host: '127.0.0.1', port: app.internal, method: req.method, path: req.url, headers }, (r) => {
+    res.writeHead(r.statusCode || 502, r.headers);
+    r.pipe(res);
+  });
+  up.on('error', (e) => {
+    if (!res.headersSent) sendJson(res, 502, { error: `mock app ${app.name}: ${e.message}` });
+    else res.destroy();
+  });
+  req.pipe(up);
+}
+
+async function control(req, res, url) {
+  if (url.pathname === '/__shinken/health') return sendJson(res, 200, health());
+  if (url.pathname === '/__shinken/start') {
+    const app = byName.get((url.searchParams.get('app') || '').toLowerCase());
+    if (!app) return sendJson(res, 404, { error: 'unknown app', apps: apps.map((a) => a.name) });
+    try {
+      const t0 = Date.now();
+      await start(app);
+      return sendJson(res, 200, { app: app.name, ready_ms: Date.now() - t0 });
+    } catch (e) {
+      return sendJson(res, 502, { app: app.name, error: String(e.message || e) });
+    }
+  }
+  return sendJson(res, 404, { error: 'unknown control path' });
+}
+
+function handler(fixed) {
+  return (req, res) => {
+    const url = new URL(req.url || '/', 'http://hub');
+    if (url.pathname.startsWith('/__shinken/')) return void control(req, res, url);
+    const host = (req.headers.host || '').split(':')[0].toLowerCase();
+    const app = fixed || byAlias.get(host);
+    if (!app) {
+      return sendJson(res, 404, { error: `no mock app answers to host ${JSON.stringify(host)}`, hosts: apps.map((a) => a.alias) });
+    }
+    void proxy(app, req, res);
+  };
+}
+
+const servers = [http.createServer(handler(null)).listen(80, '0.0.0.0')];
+for (const app of apps) servers.push(http.createServer(handler(app)).listen(app.port, '0.0.0.0'));
+for (const s of servers) s.keepAliveTimeout = 65000;
+log(`serving ${apps.length} app(s): ${apps.map((a) => `${a.alias}:${a.port}`).join(' ')}`);
+if (process.env.SHINKEN_HUB_EAGER === '1') for (const a of apps) start(a).catch(() => {});
+
+function stop() {
+  for (const a of apps) if (a.proc) a.proc.kill('SIGTERM');
+  process.exit(0);
+}
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
