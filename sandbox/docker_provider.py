@@ -29,12 +29,16 @@ class DockerProvider:
     tier = "filesystem"
 
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
-                 owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None) -> None:
+                 owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None,
+                 web: Any = None) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
         self.owner = owner or Owner.current()
         self.limits = limits or Limits()
+        # mockweb.session.WebSession of this run: the network web tasks join, their hub state
+        # recorded at golden build and forked per fork (None: web tasks get the default bridge).
+        self.web = web
         self._forks: set[DockerFork] = set()
         self._pools: set[ForkPool] = set()
         self._lock = threading.Lock()
@@ -62,7 +66,7 @@ class DockerProvider:
                 memswap_limit=lim.mem,  # no swap: a hog is OOM-killed, not slowed to a crawl
                 nano_cpus=int(lim.cpus * 1e9),
                 shm_size=lim.shm_size,
-                network_mode="bridge" if network else "none",
+                network_mode=(self.web.network_mode if self.web is not None else "bridge") if network else "none",
                 # The relay's folder, read-only: its socket is the one thing a fork can reach.
                 binds={key[1]: {"bind": judge_placement.MOUNT, "mode": "ro"}} if key[1] else None,
             )
@@ -133,6 +137,10 @@ class DockerProvider:
         try:
             if golden.needs_desktop:
                 fork.wait_desktop_boot()
+            if self.web is not None and golden.network:
+                fork.web_sid = self.web.new_sid()  # set first: a half-made sid is released on close
+                if not self.web.restore(fork, fork.web_sid):
+                    fork.web_sid = None
             if replay and golden.post_fork:
                 fork.run_steps(golden.post_fork, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
         except BaseException:

@@ -38,6 +38,7 @@ class DockerFork(Container):
         super().__init__(provider.api, cid, ids, golden.network if network is None else network)
         self._provider = provider
         self.golden = golden
+        self.web_sid: str | None = None  # this fork's own hub sid (mock web tasks)
 
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
@@ -126,6 +127,8 @@ class DockerFork(Container):
         self._closed = True
         remove_container(self.api, self.id)
         self._provider.forget(self)
+        if self.web_sid is not None and self._provider.web is not None:
+            self._provider.web.release(self.web_sid)
 
     def __enter__(self) -> "DockerFork":
         return self

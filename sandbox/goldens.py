@@ -98,13 +98,14 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
             box.wait_desktop_boot()
         baseline = {p["pid"] for p in box.snapshot(clean=False)["procs"]}
         box.run_steps(build_steps, bundle, where="config", deadline=t0 + setup_timeout)
+        web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
         snap = box.snapshot(clean=True)
         launched = set(snap["launched"])
         lost = [p["args"] for p in snap["procs"]
                 if p["pid"] not in baseline and p["sid"] not in launched and p["pid"] != 1]
         build_seconds = time.monotonic() - t0
         meta = {"uid": uid, "gid": gid, "lost_processes": lost, "build_seconds": round(build_seconds, 3),
-                "needs_desktop": needs.desktop, "network": needs.network,
+                "needs_desktop": needs.desktop, "network": needs.network, "web": web_state,
                 "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork]}
         glabels = labels_for("golden", task=bundle.id, run=provider.run_id, owner=provider.owner,
                              extra={**extra, LABEL_GOLDEN_FORMAT: GOLDEN_FORMAT,

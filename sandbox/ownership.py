@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 
 LABEL_OWNER = "shinken.owner"  # "<host>/<pid>/<process start time in clock ticks>"
-LABEL_KIND = "shinken.kind"  # fork | golden | build | pool | probe-run | server
+LABEL_KIND = "shinken.kind"  # fork | golden | build | pool | probe-run | server | hub | network
 LABEL_TASK = "shinken.task"
 LABEL_RUN = "shinken.run"
 LABEL_BUNDLE_HASH = "shinken.bundle_hash"
@@ -18,7 +18,7 @@ LABEL_CREATED = "shinken.created"  # unix seconds
 LABEL_LEASE = "shinken.lease_until"  # unix seconds; owners on other hosts renew it
 LABEL_MANAGED = "shinken.managed"  # "1" on everything shinken creates
 
-KINDS = ("fork", "golden", "build", "pool", "server", "probe")
+KINDS = ("fork", "golden", "build", "pool", "server", "probe", "hub", "network")
 
 
 def _proc_start_ticks(pid: int) -> str | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from shinken.bundles.model import Bundle, SetupStep
 
 MOCK_WEB_MARK = "__CUA_GYM_"  # url placeholders of the mock web apps
+MOCK_WEB_MARKER_FILE = ".shinken-mockweb.json"  # in a bundle materialized for a run (mockweb.materialize)
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,14 @@ def task_needs(bundle: Bundle) -> TaskNeeds:
         *(["a launch/open step"] if any(s.starts_process for s in _steps(bundle)) else []),
         *desktop_evidence(bundle),
     ]
+    web = (bundle.app_type.endswith("_mock") or MOCK_WEB_MARK in json.dumps(bundle.raw)
+           or MOCK_WEB_MARKER_FILE in bundle.files)
     network_why = [
         *(["shinken_needs: network"] if declared & {"network", "mock_web"} else []),
-        *(["mock web app"] if bundle.app_type.endswith("_mock") or MOCK_WEB_MARK in json.dumps(bundle.raw) else []),
+        *(["mock web app"] if web else []),
     ]
+    if web and not desktop_why:
+        desktop_why.append("mock web app (its setup opens the browser)")
     return TaskNeeds(desktop=bool(desktop_why), network=bool(network_why), reasons=desktop_why + network_why)
 
 

@@ -8,6 +8,5 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends nodejs npm ca-certificates \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 RUN useradd --create-home --uid 1000 --shell /bin/bash hub \
- && mkdir -p /hub/apps /var/lib/shinken-hub/owners \
- && chown hub:hub /hub /hub/apps \
- && chmod 0755 /var/lib/shinken-hub /var/lib/shinken-hub/owners
+ && mkdir -p /hub/apps \
+ && chown hub:hub /hub /hub/apps

@@ -1,0 +1,190 @@
+"""One run's web plumbing: the hub container (started or reused), the run network, the
+placeholder map, and the three hooks the sandbox calls for web tasks:
+
+- `record(box, bundle)` after a golden's setup: the hub state the setup created for its sid
+  (per app: initial_state and current_state, read with `/go`) is written into the golden's
+  filesystem (root-only, schema hub_state); the setup's own sid is then removed from the hub;
+- `restore(box)` on every fork: a fresh sid gets the recorded state (`set`, `set_current`,
+  read back with `/go` and compared), `/tmp/task_web_sid` is rewritten to it;
+- `release(sid)` when the fork ends: the sid's stored state is removed from the hub.
+
+Both guest commands run inside the sandbox (mockweb/state_api.py), over the run network.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+from shinken.bundles.model import Bundle
+from shinken.mockweb import hub as hubs
+from shinken.mockweb.manifest import HubManifest, read_manifest
+from shinken.mockweb.materialize import (
+    Materialized,
+    UrlMap,
+    add_mock_urls,
+    default_cache_root,
+    hub_url_map,
+    marker_of,
+    materialize,
+)
+from shinken.mockweb.network import connect, create_run_network, remove_run_network
+from shinken.sandbox.api import InfraError, SetupError
+from shinken.sandbox.ownership import Owner
+
+SID_FILE = "/tmp/task_web_sid"  # where release setups keep their sid and rewards read it
+RECORD_PATH = "/var/lib/shinken/mockweb/hub-state.json"
+_GUEST_SOURCE = (Path(__file__).resolve().parent / "state_api.py").read_text(encoding="utf-8")
+GUEST_TIMEOUT_S = 120.0
+
+
+class WebSession:
+    def __init__(self, client: Any, *, hub_image: str | None = None, mock_urls: Mapping[str, Any] | None = None,
+                 mock_urls_where: str = "--mock-urls", run_id: str | None = None, owner: Owner | None = None,
+                 reuse_hub: bool = True, cache_root: Path | None = None) -> None:
+        self.client = client
+        self.owner = owner or Owner.current()
+        self.run_id = run_id
+        self.cache_root = cache_root or default_cache_root()
+        self.manifest: HubManifest | None = read_manifest(client, hub_image) if hub_image else None
+        self.urls: UrlMap = hub_url_map(self.manifest) if self.manifest else UrlMap()
+        if mock_urls:
+            add_mock_urls(self.urls, mock_urls, mock_urls_where, bind_only=self.manifest is not None)
+        self.hub: hubs.HubContainer | None = None
+        self.network: str | None = None
+        self.started_hub = False
+        self._lock = threading.Lock()
+        self._closed = False
+        if self.manifest is not None:
+            self._open_hub(reuse_hub)
+
+    def _open_hub(self, reuse: bool) -> None:
+        assert self.manifest is not None
+        try:
+            self.network = create_run_network(self.client, run_id=self.run_id, owner=self.owner)
+            found = hubs.find_hubs(self.client, self.manifest.image_id) if reuse else []
+            if found:
+                self.hub = found[0]
+                connect(self.client, self.network, self.hub.id, [a.alias for a in self.manifest.apps])
+            else:
+                self.hub = hubs.start_hub(self.client, self.manifest, run_id=self.run_id, owner=self.owner,
+                                          network=self.network)
+                self.started_hub = True
+            hubs.write_owner_lease(self.client, self.hub.id, self.owner)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ tasks
+
+    def materialize(self, bundle: Bundle) -> Materialized:
+        return materialize(bundle, self.urls, self.cache_root)
+
+    def warm(self, app_names: list[str]) -> None:
+        """Start these apps' vite preview now, in the background (else on first request)."""
+        if self.hub is None:
+            return
+        hub_id = self.hub.id
+
+        def run() -> None:
+            for name in app_names:
+                try:
+                    hubs.start_app(self.client, hub_id, name)
+                except Exception:  # noqa: BLE001 - a setup's first request starts it anyway
+                    pass
+        threading.Thread(target=run, name="shinken-hub-warm", daemon=True).start()
+
+    # ------------------------------------------------------------ sandbox hooks
+
+    @property
+    def network_mode(self) -> str:
+        """Docker network_mode of web-task containers: the run network with a hub, else the
+        default bridge (the user's own mocks are somewhere outside)."""
+        return self.network or "bridge"
+
+    def _apps_for(self, bundle: Bundle) -> dict[str, str]:
+        marker = marker_of(bundle)
+        if marker and isinstance(marker.get("apps"), dict):
+            return {n: str(a["url"]) for n, a in marker["apps"].items()}
+        return {t.name: t.url for t in self.urls.targets.values()}
+
+    def _guest(self, box: Any, args: list[str], what: str) -> dict[str, Any]:
+        res = box.exec(["python3", "-I", "-c", _GUEST_SOURCE, *args], timeout=GUEST_TIMEOUT_S, user="root")
+        line = res.output.strip().splitlines()[-1] if res.output.strip() else ""
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if res.ok and isinstance(doc, dict) and "error" not in doc:
+            return doc
+        detail = doc.get("error") if isinstance(doc, dict) else res.output.strip()[-300:]
+        if isinstance(doc, dict) and doc.get("kind") == "unreachable":
+            raise InfraError(f"{what}: the hub did not answer: {detail}")  # engine trouble: retried
+        raise SetupError(-1, "hub_state", f"{what}: {detail or f'exit {res.exit_code}'}", res.output[-2000:],
+                         where="hub_state")
+
+    def record(self, box: Any, bundle: Bundle) -> dict[str, Any]:
+        """Write the golden's hub state into the build container; returns the summary
+        (`{"sid", "apps": {name: bytes}}`) kept in the golden's metadata."""
+        args = ["record", "--sid-file", SID_FILE, "--out", RECORD_PATH]
+        for name, url in sorted(self._apps_for(bundle).items()):
+            args += ["--app", f"{name}={url}"]
+        summary = self._guest(box, args, "recording the golden's hub state")
+        if summary.get("sid"):
+            self.release(str(summary["sid"]))  # recorded; the setup's sid is not used again
+        return summary
+
+    def new_sid(self) -> str:
+        return hubs.new_sid(self.owner)
+
+    def restore(self, box: Any, sid: str) -> bool:
+        """Give a fork the sid `sid` holding the golden's hub state; False when the golden
+        recorded none (its setup wrote no sid), so the fork has no sid of its own."""
+        summary = self._guest(box, ["restore", "--record", RECORD_PATH, "--sid", sid, "--sid-file", SID_FILE],
+                              "giving the fork its hub state")
+        return bool(summary.get("sid"))
+
+    def release(self, sid: str) -> None:
+        """Remove a sid's state (never raises: a sid left behind is gc's to reclaim)."""
+        try:
+            if self.hub is not None:
+                hubs.remove_sids(self.client, self.hub.id, [sid])
+            else:
+                from shinken.mockweb.state_api import StateClient
+
+                for t in self.urls.targets.values():
+                    try:
+                        StateClient(t.url, timeout=10).reset(sid)
+                    except Exception:  # noqa: BLE001 - best effort on mocks run elsewhere
+                        pass
+        except Exception:  # noqa: BLE001 - see docstring
+            pass
+
+    # ------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        errors = []
+        if self.network is not None:
+            try:
+                remove_run_network(self.client, self.network)
+            except InfraError as exc:
+                errors.append(str(exc))
+        if self.started_hub and self.hub is not None:
+            try:
+                hubs.stop_hub(self.client, self.hub.id)
+            except InfraError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise InfraError("; ".join(errors))
+
+    def __enter__(self) -> "WebSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
