@@ -21,11 +21,19 @@ from typing import Any
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.mockweb.manifest import HubManifest
 from shinken.sandbox.api import InfraError
-from shinken.sandbox.ownership import LABEL_CREATED, LABEL_KIND, LABEL_MANAGED, LABEL_OWNER, Owner, labels_for
+from shinken.sandbox.ownership import (
+    LABEL_CREATED,
+    LABEL_KIND,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_RUN,
+    Owner,
+    labels_for,
+)
 
 LABEL_HUB_IMAGE = "shinken.hub_image"  # on hub containers: the hub image id they run
 LABEL_DETACHED = "shinken.detached"  # "1" on hubs started by `shinken hub up` (no owner)
-LABEL_PUBLISHED = "shinken.hub_published"  # host port of port 80 when published
+LABEL_PUBLISHED = "shinken.hub_published"  # host port of the first app when published
 HUB_PORT = 80
 READY_TIMEOUT_S = 60.0
 STATE_DIRS_GLOB = "/hub/apps/*/.mock-*"  # .mock-states, .mock-files, .mock-uploads (mocks differ)
@@ -47,7 +55,7 @@ class HubContainer:
     image_id: str
     detached: bool
     owner: str | None
-    published: int | None  # host port of port 80 on 127.0.0.1, when published
+    published: int | None  # app i answers on 127.0.0.1:<published + i>, when published
     created: float
 
 
@@ -82,9 +90,9 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
               limits: HubLimits | None = None, run_id: str | None = None, owner: Owner | None = None,
               eager: bool = False, network: str | None = None) -> HubContainer:
     """Start a hub container for `manifest`'s image, on `network` (a run network, with every
-    app's alias) or else on the default bridge. publish=PORT publishes port 80 on
-    127.0.0.1:PORT and each app's direct port on 127.0.0.1. Runs connect a running hub to their
-    own network later (mockweb.network.connect)."""
+    app's alias) or else on the default bridge. publish=PORT publishes app i (in manifest
+    order) on 127.0.0.1:PORT+i, as deploy-all.sh numbers them from its base port. Runs connect a
+    running hub to their own network later (mockweb.network.connect)."""
     import docker.errors
 
     lim = limits or HubLimits()
@@ -97,9 +105,8 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
     port_bindings: dict[int, tuple[str, int]] = {}
     if publish is not None:
         labels[LABEL_PUBLISHED] = str(publish)
-        port_bindings[HUB_PORT] = ("127.0.0.1", publish)
-        for a in manifest.apps:
-            port_bindings[a.port] = ("127.0.0.1", a.port)
+        for i, a in enumerate(manifest.apps):
+            port_bindings[a.port] = ("127.0.0.1", publish + i)
     hc = api.create_host_config(
         init=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
         pids_limit=lim.pids, mem_limit=lim.mem, memswap_limit=lim.mem, nano_cpus=int(lim.cpus * 1e9),
@@ -118,7 +125,8 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
                                  environment=env, ports=list(port_bindings) or None, networking_config=netcfg)
         api.start(c["Id"])
     except docker.errors.APIError as exc:
-        hint = f"; is 127.0.0.1:{publish} (or ports {manifest.apps[0].port}..) taken?" if publish is not None else ""
+        hint = (f"; is a port in 127.0.0.1:{publish}-{publish + len(manifest.apps) - 1} taken?"
+                if publish is not None else "")
         raise EnvironmentProblem(f"cannot start the hub container: {exc.explanation or exc}{hint}") from None
     hub = HubContainer(c["Id"], name, manifest.image_id, detached, labels.get(LABEL_OWNER), publish, time.time())
     try:
@@ -201,20 +209,21 @@ def start_app(client: Any, cid: str, app: str) -> float:
 # ---------------------------------------------------------------- sids and their owners
 
 
-def owner_key(owner: Owner) -> str:
-    return hashlib.sha256(owner.label().encode()).hexdigest()[:8]
+def owner_key(owner: Owner, run_id: str | None) -> str:
+    return hashlib.sha256(f"{owner.label()}\0{run_id or ''}".encode()).hexdigest()[:8]
 
 
-def new_sid(owner: Owner) -> str:
+def new_sid(owner: Owner, run_id: str | None) -> str:
     """`shk-<owner key>-<random>`: unguessable (a fork cannot reach another fork's state by
     guessing), fixed length (a prefix glob matches one sid), and names its owner for gc."""
-    return f"{SID_PREFIX}{owner_key(owner)}-{secrets.token_hex(10)}"
+    return f"{SID_PREFIX}{owner_key(owner, run_id)}-{secrets.token_hex(10)}"
 
 
-def write_owner_lease(client: Any, cid: str, owner: Owner) -> None:
-    """Record which process the sids `shk-<key>-*` belong to (once per process and hub)."""
-    key = owner_key(owner)
-    code, out = hub_exec(client, cid, ["bash", "-c", 'mkdir -p "$1" && printf %s "$2" > "$1/$3"', "-", OWNERS_DIR, owner.label(), key])
+def write_owner_lease(client: Any, cid: str, owner: Owner, run_id: str | None) -> None:
+    """Record which process (and run) the sids `shk-<key>-*` belong to: once per run and hub."""
+    key = owner_key(owner, run_id)
+    lease = json.dumps({LABEL_OWNER: owner.label(), LABEL_RUN: run_id or ""})
+    code, out = hub_exec(client, cid, ["bash", "-c", 'mkdir -p "$1" && printf %s "$2" > "$1/$3"', "-", OWNERS_DIR, lease, key])
     if code != 0:
         raise InfraError(f"hub {cid[:12]}: cannot write the owner lease: {out[-200:]}")
 
@@ -243,6 +252,7 @@ class StoredSid:
     mtime: float
     bytes: int
     owner: str | None  # the owner label leased for a shk- sid, else None
+    run: str | None  # the run id leased with it
 
 
 def list_sids(client: Any, cid: str) -> list[StoredSid]:
@@ -255,7 +265,13 @@ def list_sids(client: Any, cid: str) -> list[StoredSid]:
     if code != 0:
         raise InfraError(f"hub {cid[:12]}: listing sids failed: {out[-200:]}")
     files, _, owners_part = out.partition("--owners--\n")
-    owners = dict(line.split("\t", 1) for line in owners_part.splitlines() if "\t" in line)
+    owners: dict[str, dict[str, str]] = {}
+    for line in owners_part.splitlines():
+        key, _, raw = line.partition("\t")
+        try:
+            owners[key] = json.loads(raw)
+        except ValueError:
+            continue  # half-written lease: its sids count as unleased
     merged: dict[tuple[str, str], StoredSid] = {}
     for line in files.splitlines():
         parts = line.split("\t")
@@ -265,12 +281,12 @@ def list_sids(client: Any, cid: str) -> list[StoredSid]:
         sid = _sid_of(fname)
         if sid is None:
             continue
-        owner = owners.get(sid[len(SID_PREFIX):].split("-", 1)[0]) if sid.startswith(SID_PREFIX) else None
+        lease = owners.get(sid[len(SID_PREFIX):].split("-", 1)[0], {}) if sid.startswith(SID_PREFIX) else {}
         prev = merged.get((app, sid))
         m, b = float(mtime), int(size)
         if prev is not None:
             m, b = max(m, prev.mtime), b + prev.bytes
-        merged[(app, sid)] = StoredSid(sid, app, m, b, owner)
+        merged[(app, sid)] = StoredSid(sid, app, m, b, lease.get(LABEL_OWNER), lease.get(LABEL_RUN) or None)
     return sorted(merged.values(), key=lambda s: (s.app, s.sid))
 
 

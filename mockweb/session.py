@@ -72,7 +72,7 @@ class WebSession:
                 self.hub = hubs.start_hub(self.client, self.manifest, run_id=self.run_id, owner=self.owner,
                                           network=self.network)
                 self.started_hub = True
-            hubs.write_owner_lease(self.client, self.hub.id, self.owner)
+            hubs.write_owner_lease(self.client, self.hub.id, self.owner, self.run_id)
         except BaseException:
             self.close()
             raise
@@ -137,7 +137,7 @@ class WebSession:
         return summary
 
     def new_sid(self) -> str:
-        return hubs.new_sid(self.owner)
+        return hubs.new_sid(self.owner, self.run_id)
 
     def restore(self, box: Any, sid: str) -> bool:
         """Give a fork the sid `sid` holding the golden's hub state; False when the golden

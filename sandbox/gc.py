@@ -39,7 +39,7 @@ from shinken.sandbox.ownership import (
     _proc_start_ticks,
 )
 
-CONTAINER_KINDS = ("fork", "pool", "build", "server", "probe")
+CONTAINER_KINDS = ("fork", "pool", "build", "server", "probe", "hub")
 IMAGE_KINDS = ("golden",)
 TEMP_KIND = "tempdir"
 OWNER_MARKER = ".shinken-owner"
@@ -51,7 +51,7 @@ _LABEL_PREFIX = "shinken."
 
 @dataclass
 class Reclaimable:
-    resource: str  # "container" | "image" | "tempdir"
+    resource: str  # "container" | "image" | "tempdir" | "network" | "sid"
     kind: str  # shinken.kind label (fork, pool, golden, ...) or "tempdir"
     id: str  # full container/image id, or the folder path
     task: str | None
@@ -214,6 +214,8 @@ def find_reclaimable(client: Any, *, include_goldens: bool = False, older_than: 
     if client is not None:
         containers = _find_containers(client, older_than=older_than, all_=all_, label_filter=label_filter, now=now)
         items += containers
+        items += _find_web_leftovers(client, {c.id for c in containers if c.kind == "hub"}, older_than=older_than,
+                                     all_=all_, label_filter=label_filter, now=now)
         if include_goldens:
             items += _find_goldens(client, {c.id for c in containers}, older_than=older_than, all_=all_,
                                    label_filter=label_filter, now=now)
@@ -251,6 +253,20 @@ def _find_containers(client: Any, *, older_than: float | None, all_: bool,
             name=names[0].lstrip("/") if names else None,
         ))
     return found
+
+
+def _find_web_leftovers(client: Any, reclaimed_hubs: set[str], *, older_than: float | None, all_: bool,
+                        label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+    """Run networks and hub sids of dead owners (shinken.mockweb.reclaim)."""
+    from shinken.mockweb import reclaim as web
+
+    def decide(verdict: Verdict, created: float | None) -> str | None:
+        return _decide(verdict, created, older_than=older_than, all_=all_, now=now)
+
+    items = web.find_networks(client, decide=decide, verdict_of=owner_verdict, label_filter=label_filter, now=now)
+    items += web.find_sids(client, decide=decide, verdict_of=owner_verdict, older_than=older_than, all_=all_,
+                           skip_hubs=reclaimed_hubs, label_filter=label_filter, now=now)
+    return items
 
 
 def _image_labels(api: Any, image_id: str) -> dict[str, str]:
@@ -316,7 +332,7 @@ def _unique_image_bytes(api: Any) -> dict[str, int]:
 def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], list[Failure]]:
     """Remove `items` (as returned by find_reclaimable): containers, then images, then folders.
     Never raises for one item's failure: it lands in the failure list with Docker's reason."""
-    order = {"container": 0, "image": 1, "tempdir": 2}
+    order = {"container": 0, "sid": 1, "network": 2, "image": 3, "tempdir": 4}
     reclaimed: list[Reclaimable] = []
     failed: list[Failure] = []
     for item in sorted(items, key=lambda i: order.get(i.resource, 3)):
@@ -327,6 +343,10 @@ def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], l
                 _remove_image(client, item)
             elif item.resource == "tempdir":
                 _remove_temp_dir(item)
+            elif item.resource in ("sid", "network"):
+                from shinken.mockweb import reclaim as web
+
+                (web.reclaim_sid if item.resource == "sid" else web.reclaim_network)(_require_client(client), item)
             else:
                 raise ValueError(f"unknown resource type {item.resource!r}")
         except Exception as exc:

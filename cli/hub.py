@@ -1,0 +1,198 @@
+"""`shinken hub build|up|down|status`: the CUA-Gym-Hub mock apps as a container next to the
+sandbox (see docs/mock-web.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.status import Status
+from rich.table import Table
+
+from shinken.cli.common import JsonFlag, err, out, print_json
+from shinken.cli.image import CaBundleOpt, _StatusProgress
+from shinken.errors import EnvironmentProblem, ShinkenError
+
+app = typer.Typer(help="Build and run the CUA-Gym-Hub mock web apps web tasks use.", no_args_is_help=True)
+
+DEFAULT_HUB = "shinken/hub:latest"
+HubImageOpt = Annotated[str, typer.Option("--image", "-i", help="Hub image (from `shinken hub build`).",
+                                          envvar="SHINKEN_HUB_IMAGE")]
+BUILD_SCHEMA = "shinken.hub_build/1"
+STATUS_SCHEMA = "shinken.hub_status/1"
+
+
+def _client() -> Any:
+    from shinken.images.build import _client as client
+
+    return client()
+
+
+def _apps_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ShinkenError("--apps is empty; name apps like --apps gmail,slack (or leave it out for all)")
+    return names
+
+
+def _validated(name: str, doc: dict[str, Any]) -> dict[str, Any]:
+    from shinken.schemas import validation_error
+
+    problem = validation_error(name, doc)
+    assert problem is None, f"{name} output does not match schemas/{name}.schema.json: {problem}"
+    return doc
+
+
+@app.command("build")
+def build(
+    source: Annotated[Path, typer.Option("--source", "-s", help="A CUA-Gym-Hub checkout (the folder holding websites/).")],
+    apps: Annotated[Optional[str], typer.Option("--apps", help="Comma-separated apps to include (default: all), e.g. gmail,slack.")] = None,
+    ca_bundle: CaBundleOpt = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every build output line.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Build (or find cached) the hub image: each app's `npm ci` + `npm run build`, cached by
+    the content hash of its sources and lockfile."""
+    from shinken.mockweb.build import build_hub
+
+    wanted = _apps_list(apps)
+    if err.is_terminal:
+        with Status("hub", console=err) as status:
+            result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=_StatusProgress(status, verbose))
+    else:
+        result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=_StatusProgress(None, verbose))
+    built = sum(not a.cached for a in result.apps)
+    err.print(f"{result.tag}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s "
+              f"({built} of {len(result.apps)} app(s) built, the rest cached)")
+    if json_out:
+        print_json(_validated("hub_build", {"schema": BUILD_SCHEMA, **result.to_json()}))
+        return
+    table = Table("app", "host name", "image", "cached", "seconds")
+    aliases = {a["name"]: a["alias"] for a in result.manifest["apps"]}
+    for a in result.apps:
+        table.add_row(a.name, aliases[a.name], a.tag, "yes" if a.cached else "no", f"{a.seconds:.1f}")
+    out.print(table)
+    out.print(f"hub image: {result.tag} (also {result.tag.split(':')[0]}:latest)")
+
+
+@app.command("up")
+def up(
+    image: HubImageOpt = DEFAULT_HUB,
+    publish: Annotated[Optional[int], typer.Option("--publish", "-p", min=1, max=65535,
+                                                   help="Publish app i (in name order) on 127.0.0.1:PORT+i, "
+                                                        "as deploy-all.sh numbers them from 8000.")] = None,
+    eager: Annotated[bool, typer.Option("--eager", help="Start every app now (default: on its first request).")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Start a hub by hand (detached: it outlives this command; probe and the workspace server
+    reuse a running hub of the same image). Stop it with `shinken hub down`."""
+    from shinken.mockweb import hub as hubs
+    from shinken.mockweb.manifest import read_manifest
+
+    client = _client()
+    manifest = read_manifest(client, image)
+    running = [h for h in hubs.find_hubs(client, manifest.image_id) if h.detached]
+    if running and (publish is None or running[0].published == publish):
+        h = running[0]
+        err.print(f"hub {h.name} of {image} is already running")
+    else:
+        h = hubs.start_hub(client, manifest, detached=True, publish=publish, eager=eager)
+        err.print(f"started {h.name}")
+    _print_status([_status_of(client, h)], json_out)
+
+
+@app.command("down")
+def down(
+    names: Annotated[Optional[list[str]], typer.Argument(help="Hub container names or ids (default: every hub `up` started).")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Stop hubs started with `shinken hub up` (a run's own hub goes away with its run, or by `shinken gc`)."""
+    from shinken.mockweb import hub as hubs
+
+    client = _client()
+    found = hubs.find_hubs(client, running_only=False)
+    if names:
+        chosen = []
+        for n in names:
+            match = [h for h in found if h.name == n or h.id.startswith(n)]
+            if not match:
+                raise ShinkenError(f"no hub container {n!r}; `shinken hub status` lists them")
+            if not match[0].detached:
+                raise ShinkenError(f"{match[0].name} belongs to a running shinken process (a probe or server run); "
+                                   "it is removed when that run ends, or by `shinken gc` after it died")
+            chosen.append(match[0])
+    else:
+        chosen = [h for h in found if h.detached]
+    for h in chosen:
+        hubs.stop_hub(client, h.id)
+    err.print(f"stopped {len(chosen)} hub(s)")
+    if json_out:
+        print_json({"stopped": [{"id": h.id, "name": h.name} for h in chosen]})
+    else:
+        for h in chosen:
+            out.print(h.name)
+
+
+@app.command("status")
+def status(json_out: JsonFlag = False) -> None:
+    """Hub containers: their image, owner, published port, apps started, sids stored."""
+    from shinken.mockweb import hub as hubs
+
+    client = _client()
+    found = hubs.find_hubs(client, running_only=False)
+    _print_status([_status_of(client, h) for h in found], json_out)
+
+
+def _status_of(client: Any, h: Any) -> dict[str, Any]:
+    from shinken.mockweb import hub as hubs
+    from shinken.mockweb.manifest import read_manifest
+    from shinken.sandbox.api import InfraError
+
+    try:
+        manifest = read_manifest(client, h.image_id)
+    except ShinkenError:
+        manifest = None  # the image was removed under a running hub
+
+    info = client.api.inspect_container(h.id)
+    running = bool(info["State"].get("Running"))
+    networks = sorted((info.get("NetworkSettings") or {}).get("Networks") or {})
+    doc: dict[str, Any] = {
+        "id": h.id, "name": h.name, "image_id": h.image_id, "running": running, "detached": h.detached,
+        "owner": h.owner, "published": h.published, "networks": networks, "apps": [], "sids": 0, "error": None,
+    }
+    pub = {a.name: h.published + i for i, a in enumerate(manifest.apps)} if h.published and manifest else {}
+    if running:
+        try:
+            health = hubs.health(client, h.id)
+            sids = hubs.list_sids(client, h.id)
+            doc["sids"] = len({s.sid for s in sids})
+            per_app: dict[str, int] = {}
+            for s in sids:
+                per_app[s.app] = per_app.get(s.app, 0) + 1
+            doc["apps"] = [{"name": a["name"], "alias": a["alias"], "port": a["port"], "running": a["running"],
+                            "sids": per_app.get(a["name"], 0), "last_error": a.get("last_error"),
+                            "url": f"http://127.0.0.1:{pub[a['name']]}" if a["name"] in pub else None}
+                           for a in health["apps"]]
+        except (InfraError, EnvironmentProblem) as exc:
+            doc["error"] = str(exc)
+    return doc
+
+
+def _print_status(hubs_docs: list[dict[str, Any]], json_out: bool) -> None:
+    if json_out:
+        print_json(_validated("hub_status", {"schema": STATUS_SCHEMA, "hubs": hubs_docs}))
+        return
+    if not hubs_docs:
+        err.print("no hub containers; start one with `shinken hub up` (probe and the workspace server start their own)")
+        return
+    table = Table("hub", "state", "owner", "published at", "apps (started)", "sids")
+    for d in hubs_docs:
+        apps = ", ".join(f"{a['name']}{'*' if a['running'] else ''}" for a in d["apps"]) or (d["error"] or "-")
+        owner = "detached (hub up)" if d["detached"] else (d["owner"] or "-")
+        pub = " ".join(a["url"] for a in d["apps"] if a["url"]) or "-"
+        table.add_row(d["name"], "running" if d["running"] else "stopped", owner, pub, apps, str(d["sids"]))
+    out.print(table)
+    err.print("* = app started (apps start on their first request)")
