@@ -10,11 +10,22 @@ import typer
 from rich.status import Status
 from rich.table import Table
 
-from shinken.cli.common import JsonFlag, err, out, print_json
+from shinken.cli.common import JsonFlag, Output, add_command, err, group
 from shinken.cli.image import CaBundleOpt, _StatusProgress
 from shinken.errors import EnvironmentProblem, ShinkenError
 
-app = typer.Typer(help="Build and run the CUA-Gym-Hub mock web apps web tasks use.", no_args_is_help=True)
+app = group("Build and run the CUA-Gym-Hub mock web apps that web tasks use.")
+
+BUILD_EXAMPLES = [
+    "shinken hub build --source ~/CUA-Gym-Hub --apps gmail,slack    # two apps; cached per app by content hash",
+    "shinken hub build --source ~/CUA-Gym-Hub --json    # every app of the checkout",
+]
+UP_EXAMPLES = [
+    "shinken hub up    # a detached hub of shinken/hub:latest; probe and the workspace server reuse it",
+    "shinken hub up --publish 8000    # app i answers on http://127.0.0.1:<8000+i>, like deploy-all.sh",
+]
+DOWN_EXAMPLES = ["shinken hub down    # every hub `hub up` started", "shinken hub down shinken-hub-53fdc32c-1a9428"]
+STATUS_EXAMPLES = ["shinken hub status", "shinken hub status --json"]
 
 DEFAULT_HUB = "shinken/hub:latest"
 HubImageOpt = Annotated[str, typer.Option("--image", "-i", help="Hub image (from `shinken hub build`).",
@@ -39,14 +50,12 @@ def _apps_list(value: str | None) -> list[str] | None:
 
 
 def _validated(name: str, doc: dict[str, Any]) -> dict[str, Any]:
-    from shinken.schemas import validation_error
+    from shinken.schemas import check_own
 
-    problem = validation_error(name, doc)
-    assert problem is None, f"{name} output does not match schemas/{name}.schema.json: {problem}"
+    check_own(name, doc, f"`shinken hub` output ({name})")
     return doc
 
 
-@app.command("build")
 def build(
     source: Annotated[Path, typer.Option("--source", "-s", help="A CUA-Gym-Hub checkout (the folder holding websites/).")],
     apps: Annotated[Optional[str], typer.Option("--apps", help="Comma-separated apps to include (default: all), e.g. gmail,slack.")] = None,
@@ -54,10 +63,14 @@ def build(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every build output line.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Build (or find cached) the hub image: each app's `npm ci` + `npm run build`, cached by
-    the content hash of its sources and lockfile."""
+    """Build (or find cached) the hub image from a CUA-Gym-Hub checkout.
+
+    Each app gets `npm ci` (`npm install` without a lockfile) and `npm run build` in its own
+    image, cached by the content hash of its sources and lockfile; the hub image then holds
+    the chosen apps and lists them in its manifest."""
     from shinken.mockweb.build import build_hub
 
+    output = Output(json_out)
     wanted = _apps_list(apps)
     if err.is_terminal:
         with Status("hub", console=err) as status:
@@ -65,20 +78,20 @@ def build(
     else:
         result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=_StatusProgress(None, verbose))
     built = sum(not a.cached for a in result.apps)
-    err.print(f"{result.tag}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s "
-              f"({built} of {len(result.apps)} app(s) built, the rest cached)")
-    if json_out:
-        print_json(_validated("hub_build", {"schema": BUILD_SCHEMA, **result.to_json()}))
-        return
+    output.note(f"{result.tag}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s "
+                f"({built} of {len(result.apps)} app(s) built, the rest cached)")
     table = Table("app", "host name", "image", "cached", "seconds")
     aliases = {a["name"]: a["alias"] for a in result.manifest["apps"]}
     for a in result.apps:
         table.add_row(a.name, aliases[a.name], a.tag, "yes" if a.cached else "no", f"{a.seconds:.1f}")
-    out.print(table)
-    out.print(f"hub image: {result.tag} (also {result.tag.split(':')[0]}:latest)")
+
+    def render() -> None:
+        output.table(table)
+        output.line(f"hub image: {result.tag} (also {result.tag.split(':')[0]}:latest)")
+
+    output.result(_validated("hub_build", {"schema": BUILD_SCHEMA, **result.to_json()}), render)
 
 
-@app.command("up")
 def up(
     image: HubImageOpt = DEFAULT_HUB,
     publish: Annotated[Optional[int], typer.Option("--publish", "-p", min=1, max=65535,
@@ -87,8 +100,10 @@ def up(
     eager: Annotated[bool, typer.Option("--eager", help="Start every app now (default: on its first request).")] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Start a hub by hand (detached: it outlives this command; probe and the workspace server
-    reuse a running hub of the same image). Stop it with `shinken hub down`."""
+    """Start a detached hub by hand.
+
+    It outlives this command; probe and the workspace server reuse a running hub of the same
+    image. Stop it with `shinken hub down`."""
     from shinken.mockweb import hub as hubs
     from shinken.mockweb.manifest import read_manifest
 
@@ -97,19 +112,20 @@ def up(
     running = [h for h in hubs.find_hubs(client, manifest.image_id) if h.detached]
     if running and (publish is None or running[0].published == publish):
         h = running[0]
-        err.print(f"hub {h.name} of {image} is already running")
+        Output(json_out).note(f"hub {h.name} of {image} is already running")
     else:
         h = hubs.start_hub(client, manifest, detached=True, publish=publish, eager=eager)
-        err.print(f"started {h.name}")
+        Output(json_out).note(f"started {h.name}")
     _print_status([_status_of(client, h)], json_out)
 
 
-@app.command("down")
 def down(
     names: Annotated[Optional[list[str]], typer.Argument(help="Hub container names or ids (default: every hub `up` started).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Stop hubs started with `shinken hub up` (a run's own hub goes away with its run, or by `shinken gc`)."""
+    """Stop the hubs `shinken hub up` started.
+
+    A run's own hub goes away with its run (or with `shinken gc` after the run died)."""
     from shinken.mockweb import hub as hubs
 
     client = _client()
@@ -128,17 +144,14 @@ def down(
         chosen = [h for h in found if h.detached]
     for h in chosen:
         hubs.stop_hub(client, h.id)
-    err.print(f"stopped {len(chosen)} hub(s)")
-    if json_out:
-        print_json({"stopped": [{"id": h.id, "name": h.name} for h in chosen]})
-    else:
-        for h in chosen:
-            out.print(h.name)
+    output = Output(json_out)
+    output.note(f"stopped {len(chosen)} hub(s)")
+    doc = _validated("hub_status", {"schema": STATUS_SCHEMA, "hubs": [], "stopped": [h.name for h in chosen]})
+    output.result(doc, lambda: [output.line(h.name) for h in chosen])
 
 
-@app.command("status")
 def status(json_out: JsonFlag = False) -> None:
-    """Hub containers: their image, owner, published port, apps started, sids stored."""
+    """List hub containers: image, owner, published ports, started apps, stored sids."""
     from shinken.mockweb import hub as hubs
 
     client = _client()
@@ -182,11 +195,11 @@ def _status_of(client: Any, h: Any) -> dict[str, Any]:
 
 
 def _print_status(hubs_docs: list[dict[str, Any]], json_out: bool) -> None:
-    if json_out:
-        print_json(_validated("hub_status", {"schema": STATUS_SCHEMA, "hubs": hubs_docs}))
-        return
+    output = Output(json_out)
+    doc = _validated("hub_status", {"schema": STATUS_SCHEMA, "hubs": hubs_docs})
     if not hubs_docs:
-        err.print("no hub containers; start one with `shinken hub up` (probe and the workspace server start their own)")
+        output.result(doc, lambda: output.note("no hub containers; start one with `shinken hub up` "
+                                               "(probe and the workspace server start their own)"))
         return
     table = Table("hub", "state", "owner", "published at", "apps (started)", "sids")
     for d in hubs_docs:
@@ -194,5 +207,15 @@ def _print_status(hubs_docs: list[dict[str, Any]], json_out: bool) -> None:
         owner = "detached (hub up)" if d["detached"] else (d["owner"] or "-")
         pub = " ".join(a["url"] for a in d["apps"] if a["url"]) or "-"
         table.add_row(d["name"], "running" if d["running"] else "stopped", owner, pub, apps, str(d["sids"]))
-    out.print(table)
-    err.print("* = app started (apps start on their first request)")
+
+    def render() -> None:
+        output.table(table)
+        output.note("* = app started (apps start on their first request)")
+
+    output.result(doc, render)
+
+
+add_command(app, "build", build, BUILD_EXAMPLES)
+add_command(app, "up", up, UP_EXAMPLES)
+add_command(app, "down", down, DOWN_EXAMPLES)
+add_command(app, "status", status, STATUS_EXAMPLES)

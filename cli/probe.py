@@ -20,6 +20,7 @@ EXAMPLES = [
     "shinken probe demo --state-fidelity filesystem --json | jq .kept    # the demo set, receipt on stdout",
     "shinken probe demo --ids ids.txt --replay rollouts.jsonl    # re-score recorded NeMo Gym rollouts",
     "shinken probe tasks --judge-url http://127.0.0.1:8000/v1 --judge-model qwen2.5-7b    # rewards that call reward_judge",
+    "shinken probe data/cua-gym/tasks --hub shinken/hub:latest --triage out/triage.json    # web tasks too",
 ]
 
 
@@ -61,6 +62,10 @@ def probe(
     setup_timeout: Annotated[float, typer.Option("--setup-timeout", min=1, help="Seconds the golden's setup may take.")] = 600.0,
     judge_url: Annotated[Optional[str], typer.Option("--judge-url", metavar="URL", help="OpenAI-compatible API base (e.g. http://127.0.0.1:8000/v1) for rewards that call reward_judge; key from $SHINKEN_JUDGE_API_KEY or $OPENAI_API_KEY (docs/judge.md).")] = None,
     judge_model: Annotated[Optional[str], typer.Option("--judge-model", metavar="NAME", help="Model name the judge endpoint serves (needed with --judge-url).")] = None,
+    hub: Annotated[Optional[str], typer.Option("--hub", metavar="IMAGE", envvar="SHINKEN_HUB_IMAGE",
+                                               help="Hub image (`shinken hub build`) serving the mock web apps web tasks use.")] = None,
+    mock_urls: Annotated[Optional[Path], typer.Option("--mock-urls", metavar="FILE",
+                                                      help="Placeholders -> mock apps you run elsewhere (flat JSON or url_variables.json).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.
@@ -81,6 +86,7 @@ def probe(
         state_fidelity=state_fidelity.value if state_fidelity else None, executor=executor.value,
         ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
         judge=JudgeConfig.create(judge_url, judge_model),
+        hub=hub, mock_urls=mock_urls,
     )
     with ProbeDisplay(output.err, live=output.live) as display:
         doc = run_probe(req, display)

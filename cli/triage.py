@@ -14,6 +14,7 @@ EXAMPLES = [
     "shinken triage data/cua-gym/tasks --report out/triage.json    # table on stdout, report file for probe",
     "shinken triage demo --manifest manifest.json --json | jq .summary.by_verdict    # no Docker needed",
     "shinken triage demo --class desktop_app --show 20",
+    "shinken triage data/cua-gym/tasks --hub shinken/hub:latest --class mock_web    # web tasks the hub serves",
 ]
 
 
@@ -28,6 +29,8 @@ def triage(
     class_: Annotated[Optional[str], typer.Option("--class", help="Only tasks of this class: file_cli, desktop_app, mock_web.")] = None,
     show: Annotated[int, typer.Option("--show", min=0, help="Example ids and table rows to show.")] = 5,
     mock_urls: Annotated[Optional[Path], typer.Option("--mock-urls", help="JSON map of __CUA_GYM_*_URL__/_HOST__ placeholders to running mock apps.")] = None,
+    hub: Annotated[Optional[str], typer.Option("--hub", metavar="IMAGE", envvar="SHINKEN_HUB_IMAGE",
+                                               help="Hub image (`shinken hub build`): the mock apps it serves count as available.")] = None,
     manifest: Annotated[Optional[Path], typer.Option("--manifest", help="Capability manifest JSON (`shinken image inspect --json`); triage without Docker.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not update ~/.cache/shinken/triage.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Worker processes (default 2 x cores).")] = None,
@@ -44,7 +47,7 @@ def triage(
 
     output = Output(json_out)
     with output.progress("triage") as tick:
-        outcome = triage_task_root(task_root, image=image, manifest=manifest, mock_urls=mock_urls,
+        outcome = triage_task_root(task_root, image=image, manifest=manifest, mock_urls=mock_urls, hub=hub,
                                    class_filter=class_, show=show, workers=workers, use_cache=not no_cache,
                                    progress=tick, judge_url=judge_url)
     if outcome.cache_error:

@@ -16,20 +16,12 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from shinken.bundles.model import Bundle
 from shinken.mockweb import hub as hubs
-from shinken.mockweb.manifest import HubManifest, read_manifest
-from shinken.mockweb.materialize import (
-    Materialized,
-    UrlMap,
-    add_mock_urls,
-    default_cache_root,
-    hub_url_map,
-    marker_of,
-    materialize,
-)
+from shinken.mockweb.manifest import HubManifest
+from shinken.mockweb.materialize import Materialized, UrlMap, default_cache_root, marker_of, materialize
 from shinken.mockweb.network import connect, create_run_network, remove_run_network
 from shinken.sandbox.api import InfraError, SetupError
 from shinken.sandbox.ownership import Owner
@@ -41,17 +33,18 @@ GUEST_TIMEOUT_S = 120.0
 
 
 class WebSession:
-    def __init__(self, client: Any, *, hub_image: str | None = None, mock_urls: Mapping[str, Any] | None = None,
-                 mock_urls_where: str = "--mock-urls", run_id: str | None = None, owner: Owner | None = None,
-                 reuse_hub: bool = True, cache_root: Path | None = None) -> None:
+    """Made by mockweb.runs.WebPlan.session(): with a hub manifest, a hub container (a running
+    one of the same image is reused) and a fresh run network; without one (mocks the user runs
+    elsewhere, `--mock-urls`), only the per-fork sids."""
+
+    def __init__(self, client: Any, urls: UrlMap, manifest: HubManifest | None, *, run_id: str | None = None,
+                 owner: Owner | None = None, reuse_hub: bool = True, cache_root: Path | None = None) -> None:
         self.client = client
         self.owner = owner or Owner.current()
         self.run_id = run_id
         self.cache_root = cache_root or default_cache_root()
-        self.manifest: HubManifest | None = read_manifest(client, hub_image) if hub_image else None
-        self.urls: UrlMap = hub_url_map(self.manifest) if self.manifest else UrlMap()
-        if mock_urls:
-            add_mock_urls(self.urls, mock_urls, mock_urls_where, bind_only=self.manifest is not None)
+        self.manifest = manifest
+        self.urls = urls
         self.hub: hubs.HubContainer | None = None
         self.network: str | None = None
         self.started_hub = False
@@ -64,7 +57,8 @@ class WebSession:
         assert self.manifest is not None
         try:
             self.network = create_run_network(self.client, run_id=self.run_id, owner=self.owner)
-            found = hubs.find_hubs(self.client, self.manifest.image_id) if reuse else []
+            # Only a hub `shinken hub up` started is shared: another run's hub ends with that run.
+            found = [h for h in hubs.find_hubs(self.client, self.manifest.image_id) if h.detached] if reuse else []
             if found:
                 self.hub = found[0]
                 connect(self.client, self.network, self.hub.id, [a.alias for a in self.manifest.apps])

@@ -219,9 +219,10 @@ class RayExecutor:
             pass
 
 
-def make_executor(kind: str, concurrency: int, *, ray_address: str | None = None) -> LocalExecutor | RayExecutor:
+def make_executor(kind: str, concurrency: int, *, ray_address: str | None = None,
+                  provider_factory: ProviderFactory | None = None) -> LocalExecutor | RayExecutor:
     if kind == "local":
-        return LocalExecutor(concurrency)
+        return LocalExecutor(concurrency, provider_factory)
     if kind == "ray":
         return RayExecutor(concurrency, address=ray_address)
     raise ValueError(kind)

@@ -4,6 +4,7 @@ and build the final receipt from the log."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -47,6 +48,8 @@ class ProbeRequest:
     setup_timeout: float = 600.0
     judge: JudgeConfig | None = None  # --judge-url/--judge-model
     backoff_s: float = 1.0
+    hub: str | None = None  # hub image serving the mock web apps (mockweb)
+    mock_urls: Path | None = None  # placeholder map to mocks run elsewhere (or name bindings with hub)
     # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
     engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
 
@@ -78,6 +81,7 @@ class Plan:
     bundles: list[Bundle]
     verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
+    web: Any = None  # mockweb.runs.WebPlan when the run serves mock web apps
 
 
 def default_run_dir(task_root: Path, image: str) -> Path:
@@ -144,8 +148,8 @@ def _verdicts_from_triage(path: Path, judge: bool = False) -> dict[str, tuple[st
     return out
 
 
-def _triage_now(task_root: Path, bundles: list[Bundle], image: str,
-                judge_url: str | None = None) -> dict[str, tuple[str, str]]:
+def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: str | None = None,
+                hub: str | None = None, mock_urls: Path | None = None) -> dict[str, tuple[str, str]]:
     """Triage with the triage package (same analysis as `shinken triage`).
 
     Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
@@ -156,8 +160,8 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str,
     from shinken.triage.pipeline import triage_task_root
 
     ids = {b.id for b in bundles}
-    report = [t for t in triage_task_root(task_root, image=image, judge_url=judge_url).report["tasks"]
-              if t.get("id") in ids]
+    outcome = triage_task_root(task_root, image=image, judge_url=judge_url, hub=hub, mock_urls=mock_urls)
+    report = [t for t in outcome.report["tasks"] if t.get("id") in ids]
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
         tid, verdict, detail = _triage_verdict(e)
@@ -178,7 +182,8 @@ def plan(req: ProbeRequest) -> Plan:
     verdicts: dict[str, tuple[str, str]] = {}
     judge = req.judge is not None
     triage = (_verdicts_from_triage(req.triage, judge) if req.triage
-              else _triage_now(req.task_root, bundles, req.image, req.judge.url if req.judge else None))
+              else _triage_now(req.task_root, bundles, req.image, req.judge.url if req.judge else None,
+                               req.hub, req.mock_urls))
     for b in bundles:
         if not b.ok:
             fatal = next(d for d in b.defects if d.fatal)
@@ -188,12 +193,25 @@ def plan(req: ProbeRequest) -> Plan:
                 verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
         elif v[0] != "runnable":
             verdicts[b.id] = v
+    web = _web_plan(req)
+    if web is not None:  # web tasks run on copies with the mock addresses of this run
+        for i, b in enumerate(bundles):
+            if b.id not in verdicts:
+                bundles[i], blocked = web.prepare(b)
+                if blocked:
+                    verdicts[b.id] = ("blocked", blocked)
     rollouts = load_rollouts(req.replay) if req.replay else {}
     unknown = sorted(set(rollouts) - {b.id for b in bundles})
     if unknown and req.ids is None:
         raise ShinkenError(f"{req.replay}: rollouts for {len(unknown)} task(s) not under {req.task_root}: "
                            f"{', '.join(unknown[:5])}")
-    return Plan(bundles, verdicts, rollouts)
+    return Plan(bundles, verdicts, rollouts, web)
+
+
+def _web_plan(req: ProbeRequest) -> Any:
+    from shinken.mockweb.runs import web_plan
+
+    return web_plan(req.hub, req.mock_urls)
 
 
 def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
@@ -212,9 +230,8 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
                       setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
                       engine_wait_s=req.engine_wait_s, judge=req.judge)
-    ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address)
     probed = 0
-    with ReceiptLog(run_dir) as log:
+    with ReceiptLog(run_dir) as log, contextlib.ExitStack() as stack:
         todo: list[Job] = []
         decided: list[dict[str, Any]] = []
         resumed = 0
@@ -226,6 +243,11 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
                 decided.append(verdict_line(b, cfg, *p.verdicts[b.id], ro))
             else:
                 todo.append(Job(b, ro))
+        web_session = _open_web(p, todo, req, run_dir.name, stack)
+        ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address,
+                                       provider_factory=_web_factory(web_session, cfg))
+        if isinstance(ex, LocalExecutor) and web_session is not None and ex.provider_factory is None:
+            ex.provider_factory = _web_factory(web_session, cfg)
         listener.started(len(p.bundles), resumed)
 
         def record(line: dict[str, Any]) -> None:
@@ -261,3 +283,29 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     if req.receipt is not None:
         write_json(Path(req.receipt), doc, "probe_receipt")
     return doc
+
+
+def _open_web(p: Plan, todo: list[Job], req: ProbeRequest, run_id: str, stack: contextlib.ExitStack) -> Any:
+    """The run's WebSession (hub container + network) when a web task is to be probed."""
+    from shinken.mockweb.runs import is_web
+
+    if p.web is None or not any(is_web(j.bundle) for j in todo):
+        return None
+    if req.executor != "local":
+        raise ShinkenError("web tasks (--hub / --mock-urls) are probed with the local executor; drop --executor ray")
+    import docker
+
+    session = p.web.session(docker.from_env(), run_id=run_id)
+    stack.callback(session.close)  # after the executor drained its cleanups (LocalExecutor.run)
+    return session
+
+
+def _web_factory(session: Any, cfg: ProbeConfig) -> Any:
+    if session is None:
+        return None
+
+    def make() -> Any:
+        from shinken.sandbox.docker_provider import DockerProvider
+
+        return DockerProvider(run_id=cfg.run_id, judge=cfg.judge, web=session)
+    return make

@@ -21,6 +21,7 @@ SCHEMA_NAMES = (
     "dropped_row", "provenance", "publish_result",
     "hub_manifest",
     "hub_build", "hub_status",
+    "hub_state", "mockweb_bundle",
 )
 
 

@@ -51,3 +51,12 @@ def cua_image(docker_client) -> str:
     from shinken.images.build import build_image
 
     return build_image("cua", client=docker_client).tag
+
+
+@pytest.fixture(scope="session")
+def hub_image(docker_client) -> str:
+    """`shinken/hub:<hash>` serving the stand-in mock app of tests/data/hub (built with npm
+    from the registry once, then cached by content hash)."""
+    from shinken.mockweb.build import build_hub
+
+    return build_hub(REPO / "tests" / "data" / "hub", client=docker_client).tag

@@ -32,6 +32,7 @@ def triage_task_root(
     image: str | None = None,
     manifest: Path | None = None,
     mock_urls: Path | None = None,
+    hub: str | None = None,
     class_filter: str | None = None,
     show: int = 5,
     workers: int | None = None,
@@ -53,6 +54,11 @@ def triage_task_root(
         image = image or DEFAULT_IMAGE
         caps = Capabilities.from_manifest(manifest_for_image(image))
     mock = load_mock_urls(mock_urls) if mock_urls else {}
+    if hub is not None:  # the apps a hub image serves, by placeholder (mockweb)
+        from shinken.mockweb.runs import web_plan
+
+        plan = web_plan(hub, None)
+        mock = {**plan.mock_urls(), **mock} if plan is not None else mock
     run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress,
                       judge=judge_url is not None)
     report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,

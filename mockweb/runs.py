@@ -1,0 +1,90 @@
+"""How a run (triage, probe, the workspace server) takes web tasks in: from `--hub IMAGE`
+and/or `--mock-urls FILE` to the placeholder map, the materialized bundles and, when a web
+task is really run, the WebSession (hub container + run network)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from shinken.bundles.model import Bundle
+from shinken.errors import ShinkenError
+from shinken.mockweb.manifest import HubManifest, read_manifest
+from shinken.mockweb.materialize import (
+    MARKER,
+    UrlMap,
+    add_mock_urls,
+    default_cache_root,
+    hub_url_map,
+    materialize,
+    needs_materializing,
+)
+from shinken.schemas import validation_error
+
+
+def read_mock_urls(path: Path) -> dict[str, Any]:
+    """A `--mock-urls` file: flat `{placeholder: url}` or the release's url_variables.json."""
+    try:
+        doc = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ShinkenError(f"{path}: cannot read the mock URL map ({exc.strerror})") from None
+    except orjson.JSONDecodeError as exc:
+        raise ShinkenError(f"{path}: the mock URL map is not JSON ({exc})") from None
+    err = validation_error("mock_urls", doc)
+    if err:
+        raise ShinkenError(f"{path}: not a mock URL map ({err}); expected {{\"__CUA_GYM_X_URL__\": \"http://...\"}} "
+                           "or url_variables.json")
+    return doc
+
+
+def _docker() -> Any:
+    from shinken.images.build import _client
+
+    return _client()
+
+
+@dataclass
+class WebPlan:
+    urls: UrlMap
+    manifest: HubManifest | None
+    hub_image: str | None
+    cache_root: Path
+
+    def mock_urls(self) -> dict[str, str]:
+        """The flat placeholder map triage matches against."""
+        return self.urls.mock_urls()
+
+    def prepare(self, bundle: Bundle) -> tuple[Bundle, str | None]:
+        """(the bundle to run, why it cannot run or None). A task naming no mock is returned
+        as it is."""
+        if not bundle.ok or not needs_materializing(bundle):
+            return bundle, None
+        m = materialize(bundle, self.urls, self.cache_root)
+        if m.missing:
+            where = f"hub {self.hub_image}" if self.manifest is not None else (self.urls.source or "--mock-urls")
+            return bundle, f"needs_mock_web: {', '.join(m.missing)} not served by {where}"
+        return m.bundle, None
+
+    def session(self, client: Any, *, run_id: str | None) -> Any:
+        from shinken.mockweb.session import WebSession
+
+        return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root)
+
+
+def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> WebPlan | None:
+    """None when the run was given neither a hub nor a mock URL map (web tasks stay blocked)."""
+    if hub is None and mock_urls is None:
+        return None
+    manifest = read_manifest(client or _docker(), hub) if hub else None
+    urls = hub_url_map(manifest) if manifest is not None else UrlMap()
+    if mock_urls is not None:
+        add_mock_urls(urls, read_mock_urls(mock_urls), str(mock_urls), bind_only=manifest is not None)
+    return WebPlan(urls, manifest, hub, default_cache_root())
+
+
+def is_web(bundle: Bundle) -> bool:
+    """A bundle materialized for a run (it reaches mock apps)."""
+    return MARKER in bundle.files

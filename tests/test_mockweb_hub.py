@@ -1,0 +1,346 @@
+"""Web tasks on a real hub: the stand-in mock app (tests/data/hub, built with npm and served by
+`vite preview` with its state middleware, like every CUA-Gym-Hub mock) in a hub container, the
+run network, golden + parallel forks with their own sids, the network allowlist, probe end to
+end, and gc of sids a killed process left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from shinken.bundles.loader import load_bundle
+from shinken.mockweb import hub as hubs
+from shinken.mockweb.manifest import read_manifest
+from shinken.mockweb.materialize import hub_url_map
+from shinken.mockweb.session import RECORD_PATH, SID_FILE, WebSession
+from shinken.mockweb.state_api import StateClient
+from shinken.sandbox.docker_provider import DockerProvider
+from shinken.schemas import validation_error
+
+pytestmark = [pytest.mark.docker]
+
+REPO = Path(__file__).resolve().parent.parent
+WEB = REPO / "tests" / "data" / "web_tasks"
+SHINKEN = Path(sys.executable).parent / "shinken"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _shinken(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def _py(fork, code: str) -> str:
+    res = fork.exec(["python3", "-c", textwrap.dedent(code)], timeout=60)
+    assert res.ok, res.output
+    return res.output.strip()
+
+
+def _go(fork) -> dict:
+    return json.loads(_py(fork, """
+        import json, urllib.request
+        sid = open('/tmp/task_web_sid').read().strip()
+        print(urllib.request.urlopen('http://cua-gym-mailbox/go?sid=' + sid, timeout=30).read().decode())
+    """).splitlines()[-1])
+
+
+def _mutate(fork, code: str) -> None:
+    """Change the fork's current state like the app does (`set_current`), `code` edits `st`."""
+    _py(fork, f"""
+        import json, urllib.request
+        sid = open('/tmp/task_web_sid').read().strip()
+        base = 'http://cua-gym-mailbox'
+        st = json.loads(urllib.request.urlopen(base + '/go?sid=' + sid, timeout=30).read())['current_state']
+        {code}
+        req = urllib.request.Request(base + '/post?sid=' + sid, method='POST', headers={{'Content-Type': 'application/json'}},
+                                     data=json.dumps({{'action': 'set_current', 'state': st}}).encode())
+        assert urllib.request.urlopen(req, timeout=30).status == 200
+    """)
+
+
+# ---------------------------------------------------------------- the hub by hand + the contract
+
+
+def test_hub_up_status_down_and_the_state_api_contract(hub_image: str, docker_client) -> None:
+    port = _free_port()
+    r = _shinken("hub", "up", "--image", hub_image, "--publish", str(port), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert validation_error("hub_status", doc) is None
+    (h,) = doc["hubs"]
+    try:
+        assert h["detached"] and h["owner"] is None and h["published"] == port
+        assert [a["alias"] for a in h["apps"]] == ["cua-gym-mailbox"]
+        url = h["apps"][0]["url"]
+        assert url == f"http://127.0.0.1:{port}"
+        c = StateClient(url)
+        state = {"messages": [{"id": "m1", "subject": "a", "folder": "inbox", "starred": False}], "n": 1}
+        assert c.set("t-1", state)["success"] is True
+        go = c.go("t-1")
+        assert go["initial_state"] == state and go["current_state"] == state and go["state_diff"] == {}
+        changed = {"messages": [{**state["messages"][0], "starred": True}], "n": 1, "extra": 5}
+        c.set_current("t-1", changed)
+        go = c.go("t-1")
+        assert go["initial_state"] == state and go["current_state"] == changed
+        assert go["state_diff"] == {"messages": {"modified": changed["messages"]}, "extra": {"added": 5}}
+        assert c.state("t-1") == {"stored_state": changed, "has_custom_state": True, "sid": "t-1"}
+        c.post("t-1", "set", {"n": 2, "more": {"x": 1}}, merge=True)  # merge into current, initial kept
+        assert c.go("t-1")["current_state"]["n"] == 2 and c.go("t-1")["initial_state"] == state
+        c.reset("t-1")
+        assert c.state("t-1")["has_custom_state"] is False
+        assert c.go("t-1")["current_state"]["messages"][0]["subject"] == "Welcome"  # the app's default again
+        c.set("a/b.c", {"k": 1})  # sids keep only [A-Za-z0-9_-]
+        assert c.go("abc")["current_state"] == {"k": 1}
+        assert c.go("t-2")["current_state"]["messages"][0]["subject"] == "Welcome"  # other sids untouched
+        up = c.upload("t-1", "note 1.txt", b"hello hub", "text/plain")["files"][0]
+        assert up["original_name"] == "note 1.txt" and up["size"] == 9 and up["url"].startswith("/files/t-1/")
+        assert c.file(up["url"]) == (200, b"hello hub")
+        assert c.file("/files/t-2/" + up["stored_name"])[0] == 404
+        # The supervisor routes by host name; a host no app answers to is told which exist.
+        with pytest.raises(Exception):
+            StateClient(f"http://127.0.0.1:{port + 1}", timeout=3).go("x")
+        code, out = hubs.hub_exec(docker_client, h["id"], ["bash", "-c",
+                                  "exec 3<>/dev/tcp/127.0.0.1/80; printf 'GET /go HTTP/1.0\\r\\nHost: nope\\r\\n\\r\\n' >&3; cat <&3"])
+        assert code == 0 and "404" in out and "cua-gym-mailbox" in out
+        st = json.loads(_shinken("hub", "status", "--json").stdout)
+        mine = next(x for x in st["hubs"] if x["id"] == h["id"])
+        assert mine["sids"] >= 2 and mine["apps"][0]["running"] is True
+    finally:
+        r = _shinken("hub", "down", h["name"], "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["stopped"] == [h["name"]], r.stderr
+    assert not [x for x in hubs.find_hubs(docker_client, running_only=False) if x.id == h["id"]]
+
+
+# ---------------------------------------------------------------- golden, forks, isolation
+
+
+@pytest.fixture(scope="module")
+def web_run(hub_image: str, linux_image: str, docker_client):
+    """A run: own hub (not shared), its network, a provider wired to it, the star task's golden."""
+    manifest = read_manifest(docker_client, hub_image)
+    run_id = f"test-web-{uuid.uuid4().hex[:8]}"
+    web = WebSession(docker_client, hub_url_map(manifest), manifest, run_id=run_id, reuse_hub=False)
+    provider = DockerProvider(run_id=run_id, web=web)
+    try:
+        m = web.materialize(load_bundle(WEB / "mailbox-star"))
+        assert m.missing == [] and list(m.apps) == ["mailbox"]
+        golden = provider.ensure_golden(m.bundle, linux_image)
+        yield {"web": web, "provider": provider, "golden": golden, "bundle": m.bundle, "run_id": run_id,
+               "client": docker_client, "image": linux_image}
+    finally:
+        provider.close()
+        web.close()
+
+
+def test_parallel_forks_get_their_own_copy_of_the_golden_hub_state(web_run) -> None:
+    p, g, bundle, web = web_run["provider"], web_run["golden"], web_run["bundle"], web_run["web"]
+    client = web_run["client"]
+    assert g.network and g.needs_desktop
+    with ThreadPoolExecutor(2) as pool:
+        forks = list(pool.map(lambda _: p.fork(g), range(2)))
+    try:
+        a, b = forks
+        assert a.web_sid != b.web_sid and a.web_sid.startswith("shk-")
+        assert [_py(f, "print(open('/tmp/task_web_sid').read())") for f in forks] == [a.web_sid, b.web_sid]
+        record = json.loads(a.download(RECORD_PATH))
+        assert validation_error("hub_state", record) is None
+        golden_current = record["apps"]["mailbox"]["current_state"]
+        assert golden_current["view"] == {"folder": "inbox"}  # the setup's set_current is part of the golden
+        # The setup's own sid was recorded, then removed from the hub; no fork uses it.
+        stored = {s.sid for s in hubs.list_sids(client, web.hub.id)}
+        assert record["sid"] not in stored and {a.web_sid, b.web_sid} <= stored
+        for f in forks:
+            go = _go(f)
+            assert go["initial_state"] == record["apps"]["mailbox"]["initial_state"]
+            assert go["current_state"] == golden_current
+        _mutate(a, "[m.update(starred=True) for m in st['messages'] if m['id'] == 'm1']")
+        _mutate(b, "[m.update(folder='archive') for m in st['messages'] if m['id'] == 'm2']")
+        ga, gb = _go(a), _go(b)
+        by_id = lambda go: {m["id"]: m for m in go["current_state"]["messages"]}  # noqa: E731
+        assert by_id(ga)["m1"]["starred"] is True and by_id(ga)["m2"]["folder"] == "inbox"
+        assert by_id(gb)["m1"]["starred"] is False and by_id(gb)["m2"]["folder"] == "archive"
+        assert "messages" in ga["state_diff"] and "messages" in gb["state_diff"]
+        assert [f.run_reward(bundle).reward for f in forks] == [1.0, 0.0]
+        # A fork made after both mutated still starts from the golden, not from either of them.
+        with p.fork(g) as c:
+            assert _go(c)["current_state"] == golden_current
+            assert c.run_reward(bundle).reward == 0.0
+            third = c.web_sid
+    finally:
+        for f in forks:
+            f.close()
+    left = {s.sid for s in hubs.list_sids(client, web.hub.id)}
+    assert not {a.web_sid, b.web_sid, third} & left  # each fork's sid went with the fork
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"host service")
+
+    def log_message(self, *a: object) -> None:
+        pass
+
+
+def test_a_web_fork_reaches_the_hub_and_nothing_else(web_run, demo_root: Path) -> None:
+    p, g, client, web = web_run["provider"], web_run["golden"], web_run["client"], web_run["web"]
+    api = client.api
+    host_srv = ThreadingHTTPServer(("0.0.0.0", 0), _Hello)  # a host service on every address
+    threading.Thread(target=host_srv.serve_forever, daemon=True).start()
+    port = host_srv.server_address[1]
+    other = api.create_container(web_run["image"], command=["python3", "-m", "http.server", "8080"],
+                                 labels={"shinken.run": web_run["run_id"]},
+                                 host_config=api.create_host_config(network_mode="bridge"))["Id"]
+    try:
+        api.start(other)
+        bridge = api.inspect_container(other)["NetworkSettings"]["Networks"]["bridge"]
+        other_ip, bridge_gw = bridge["IPAddress"], bridge["Gateway"]  # docker0's host address
+        run_gw = api.inspect_network(web.network)["IPAM"]["Config"][0]["Gateway"]
+        deadline = time.monotonic() + 60
+        while True:  # the other container serves (seen from the host)
+            try:
+                socket.create_connection((other_ip, 8080), timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the other container never served"
+                time.sleep(0.2)
+        with p.fork(g) as f:
+            assert api.inspect_container(f.id)["HostConfig"]["NetworkMode"] == web.network
+            out = _py(f, f"""
+                import urllib.request
+                for u in ['http://cua-gym-mailbox/__shinken/health', 'http://{run_gw}:{port}/', 'http://{bridge_gw}:{port}/',
+                          'http://{other_ip}:8080/', 'http://1.1.1.1/']:
+                    try:
+                        urllib.request.urlopen(u, timeout=4)
+                        print(u, 'REACHED')
+                    except Exception as e:
+                        print(u, 'blocked', type(e).__name__)
+            """)
+        lines = out.splitlines()
+        assert lines[0].endswith("REACHED"), out
+        assert all(" blocked " in ln for ln in lines[1:]), out
+        # A task that is not a web task stays on network none.
+        plain = load_bundle(demo_root / "hello-file")
+        with p.fork(p.ensure_golden(plain, web_run["image"], accept_filesystem=True)) as f:
+            assert api.inspect_container(f.id)["HostConfig"]["NetworkMode"] == "none"
+            assert f.web_sid is None
+    finally:
+        host_srv.shutdown()
+        api.remove_container(other, force=True)
+
+
+# ---------------------------------------------------------------- probe end to end
+
+
+def test_probe_keeps_the_web_task_and_drops_the_zero_signal_one(hub_image: str, linux_image: str,
+                                                                 docker_client, tmp_path: Path) -> None:
+    ids = tmp_path / "ids.txt"
+    ids.write_text("mailbox-star\nmailbox-zero-signal\n")
+    run_dir = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
+    receipt = tmp_path / "receipt.json"
+    r = _shinken("probe", str(WEB), "--ids", str(ids), "--hub", hub_image, "--image", linux_image,
+                 "--run-dir", str(run_dir), "--receipt", str(receipt), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(receipt.read_text())
+    lines = {json.loads(x)["task_id"]: json.loads(x) for x in (run_dir / "receipts.jsonl").read_text().splitlines()}
+    assert lines["mailbox-star"]["outcome"] == "kept", lines["mailbox-star"]["detail"]
+    assert lines["mailbox-star"]["rewards"] == [0.0, 0.0]  # the untouched state, on two forks
+    assert lines["mailbox-zero-signal"]["reason"] == "zero_signal"
+    assert doc["kept"] == ["mailbox-star"]
+    # The run's hub, network and forks are gone with the run.
+    label = f"shinken.run={run_dir.name}"
+    assert not docker_client.api.containers(all=True, filters={"label": label})
+    assert not docker_client.api.networks(filters={"label": label})
+    # Without a hub the web tasks are blocked, with the reason.
+    r = _shinken("probe", str(WEB), "--ids", str(ids), "--image", linux_image, "--run-dir", str(tmp_path / "r2"), "--json")
+    assert r.returncode == 0, r.stderr
+    blocked = [json.loads(x) for x in (tmp_path / "r2" / "receipts.jsonl").read_text().splitlines()]
+    assert {x["reason"] for x in blocked} == {"blocked"} and all("needs_mock_web" in x["detail"] for x in blocked)
+
+
+# ---------------------------------------------------------------- gc of leaked sids
+
+
+_LEAKER = """
+import json, sys, time, docker
+from shinken.bundles.loader import load_bundle
+from shinken.mockweb.manifest import read_manifest
+from shinken.mockweb.materialize import hub_url_map
+from shinken.mockweb.session import WebSession
+from shinken.sandbox.docker_provider import DockerProvider
+client = docker.from_env()
+manifest = read_manifest(client, sys.argv[1])
+web = WebSession(client, hub_url_map(manifest), manifest, run_id=sys.argv[3])
+p = DockerProvider(run_id=sys.argv[3], web=web)
+g = p.ensure_golden(web.materialize(load_bundle(sys.argv[2])).bundle, sys.argv[4])
+f = p.fork(g)
+print(json.dumps({"sid": f.web_sid, "fork": f.id, "network": web.network, "hub": web.hub.id}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_gc_reclaims_what_a_killed_run_left_in_a_shared_hub(web_run, hub_image: str, linux_image: str,
+                                                              docker_client) -> None:
+    client = docker_client
+    manifest = read_manifest(client, hub_image)
+    shared = hubs.start_hub(client, manifest, detached=True)  # outlives the killed run, like `hub up`
+    leak_run = f"test-leak-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([sys.executable, "-c", _LEAKER, hub_image, str(WEB / "mailbox-star"), leak_run, linux_image],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        leaked = json.loads(line)
+        assert leaked["hub"] == shared.id  # the run joined the running hub instead of starting one
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        # A live run's sid in the same hub is never reclaimed.
+        mine = WebSession(client, hub_url_map(manifest), manifest, run_id=web_run["run_id"] + "-live")
+        p = DockerProvider(run_id=mine.run_id, web=mine)
+        live = p.fork(web_run["golden"])
+        try:
+            r = _shinken("gc", "--json", "--label", f"shinken.run={mine.run_id}")
+            assert r.returncode == 0 and json.loads(r.stdout)["reclaimable"] == [], r.stdout
+            r = _shinken("gc", "--json", "--label", f"shinken.run={leak_run}")
+            assert r.returncode == 0, r.stderr
+            found = {(i["resource"], i["id"]) for i in json.loads(r.stdout)["reclaimable"]}
+            assert ("sid", f"{shared.id}/{leaked['sid']}") in found
+            assert ("container", leaked["fork"]) in found
+            assert any(res == "network" for res, _ in found)
+            assert leaked["sid"] in {s.sid for s in hubs.list_sids(client, shared.id)}
+            r = _shinken("gc", "--force", "--json", "--label", f"shinken.run={leak_run}")
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout)["failed"] == []
+            left = {s.sid for s in hubs.list_sids(client, shared.id)}
+            assert leaked["sid"] not in left and live.web_sid in left
+            assert not client.api.networks(filters={"label": f"shinken.run={leak_run}"})
+            assert not client.api.containers(all=True, filters={"label": f"shinken.run={leak_run}"})
+        finally:
+            live.close()
+            p.close()
+            mine.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        hubs.stop_hub(client, shared.id)
+        for n in client.api.networks(filters={"label": f"shinken.run={leak_run}"}):
+            client.api.remove_network(n["Id"])
