@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
 from shinken.mockweb.manifest import HubManifest, read_manifest
@@ -22,22 +20,7 @@ from shinken.mockweb.materialize import (
     materialize,
     needs_materializing,
 )
-from shinken.schemas import validation_error
-
-
-def read_mock_urls(path: Path) -> dict[str, Any]:
-    """A `--mock-urls` file: flat `{placeholder: url}` or the release's url_variables.json."""
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the mock URL map ({exc.strerror})") from None
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: the mock URL map is not JSON ({exc})") from None
-    err = validation_error("mock_urls", doc)
-    if err:
-        raise ShinkenError(f"{path}: not a mock URL map ({err}); expected {{\"__CUA_GYM_X_URL__\": \"http://...\"}} "
-                           "or url_variables.json")
-    return doc
+from shinken.triage.manifest import read_mock_urls
 
 
 def _docker() -> Any:
