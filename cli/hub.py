@@ -35,9 +35,9 @@ STATUS_SCHEMA = "shinken.hub_status/1"
 
 
 def _client() -> Any:
-    from shinken.images.build import _client as client
+    from shinken.sandbox.docker_client import connect
 
-    return client()
+    return connect()
 
 
 def _apps_list(value: str | None) -> list[str] | None:

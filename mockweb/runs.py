@@ -24,9 +24,9 @@ from shinken.triage.manifest import read_mock_urls
 
 
 def _docker() -> Any:
-    from shinken.images.build import _client
+    from shinken.sandbox.docker_client import connect
 
-    return _client()
+    return connect()
 
 
 @dataclass

@@ -293,9 +293,9 @@ def _open_web(p: Plan, todo: list[Job], req: ProbeRequest, run_id: str, stack: c
         return None
     if req.executor != "local":
         raise ShinkenError("web tasks (--hub / --mock-urls) are probed with the local executor; drop --executor ray")
-    import docker
+    from shinken.sandbox.docker_client import connect
 
-    session = p.web.session(docker.from_env(), run_id=run_id)
+    session = p.web.session(connect(), run_id=run_id)
     stack.callback(session.close)  # after the executor drained its cleanups (LocalExecutor.run)
     return session
 
