@@ -20,7 +20,7 @@ from shinken.mockweb.materialize import (
     materialize,
     needs_materializing,
 )
-from shinken.triage.manifest import read_mock_urls
+from shinken.schemas import read_json
 
 
 def _docker() -> Any:
@@ -64,7 +64,9 @@ def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> 
     manifest = read_manifest(client or _docker(), hub) if hub else None
     urls = hub_url_map(manifest) if manifest is not None else UrlMap()
     if mock_urls is not None:
-        add_mock_urls(urls, read_mock_urls(mock_urls), str(mock_urls), bind_only=manifest is not None)
+        doc = read_json(mock_urls, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."} or url_variables.json',
+                        schema="mock_urls")
+        add_mock_urls(urls, doc, str(mock_urls), bind_only=manifest is not None)
     return WebPlan(urls, manifest, hub, default_cache_root())
 
 

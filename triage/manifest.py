@@ -40,22 +40,6 @@ def load_mock_urls(path: Path) -> dict[str, str]:
     """`{"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001", ...}`; values may also be objects
     with `url`/`value`/`default` (the release's url_variables.json shape)."""
     doc = read_json(path, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."}', schema="mock_urls")
-def read_mock_urls(path: Path) -> dict[str, Any]:
-    """A `--mock-urls` document as written: flat `{placeholder: url}`, or the release's
-    url_variables.json (`{"variables": {placeholder: {env, kind, default}}}`)."""
-    try:
-        doc = orjson.loads(Path(path).read_bytes())
-    except OSError as exc:
-        raise ShinkenError(f"{path}: cannot read the mock URL map ({exc.strerror})") from None
-    except orjson.JSONDecodeError as exc:
-        raise ShinkenError(f"{path}: the mock URL map is not JSON ({exc})") from None
-    err = validation_error("mock_urls", doc)
-    if err:
-        raise ShinkenError(f"{path}: not a mock URL map ({err}); expected {{\"__CUA_GYM_X_URL__\": \"http://...\"}} "
-                           "or url_variables.json")
-    return doc
-
-    doc = read_mock_urls(path)
     out: dict[str, str] = {}
     for k, v in (doc["variables"] if isinstance(doc.get("variables"), dict) else doc).items():
         if isinstance(v, dict):
