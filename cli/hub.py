@@ -22,14 +22,13 @@ BUILD_EXAMPLES = [
 ]
 UP_EXAMPLES = [
     "shinken hub up    # a detached hub of shinken/hub:latest; probe and the workspace server reuse it",
-    "shinken hub up --publish 8000    # app i answers on http://127.0.0.1:<8000+i>, like deploy-all.sh",
+    "shinken hub up shinken/hub:latest --publish 8000    # app i answers on http://127.0.0.1:<8000+i>, like deploy-all.sh",
 ]
 DOWN_EXAMPLES = ["shinken hub down    # every hub `hub up` started", "shinken hub down shinken-hub-53fdc32c-1a9428"]
 STATUS_EXAMPLES = ["shinken hub status", "shinken hub status --json"]
 
 DEFAULT_HUB = "shinken/hub:latest"
-HubImageOpt = Annotated[str, typer.Option("--image", "-i", help="Hub image (from `shinken hub build`).",
-                                          envvar="SHINKEN_HUB_IMAGE")]
+HubImageArg = Annotated[str, typer.Argument(help="Hub image (from `shinken hub build`).", envvar="SHINKEN_HUB_IMAGE")]
 BUILD_SCHEMA = "shinken.hub_build/1"
 STATUS_SCHEMA = "shinken.hub_status/1"
 
@@ -93,7 +92,7 @@ def build(
 
 
 def up(
-    image: HubImageOpt = DEFAULT_HUB,
+    image: HubImageArg = DEFAULT_HUB,
     publish: Annotated[Optional[int], typer.Option("--publish", "-p", min=1, max=65535,
                                                    help="Publish app i (in name order) on 127.0.0.1:PORT+i, "
                                                         "as deploy-all.sh numbers them from 8000.")] = None,

@@ -81,7 +81,7 @@ def _mutate(fork, code: str) -> None:
 
 def test_hub_up_status_down_and_the_state_api_contract(hub_image: str, docker_client) -> None:
     port = _free_port()
-    r = _shinken("hub", "up", "--image", hub_image, "--publish", str(port), "--json")
+    r = _shinken("hub", "up", hub_image, "--publish", str(port), "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert validation_error("hub_status", doc) is None
