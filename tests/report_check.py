@@ -39,8 +39,11 @@ def expected_numbers(triage: dict | None, receipt: dict | None, profile: dict | 
             exp = {k: v for k, v in exp.items() if not k.startswith("app.")}
     if receipt:
         s = receipt["summary"]
-        exp |= {"probe.kept": s["kept"], "probe.all.kept": s["kept"], "probe.all.dropped": s["dropped"],
-                "probe.all.total": s["total"], "legend.probe.kept": s["kept"], "legend.probe.dropped": s["dropped"]}
+        exp |= {"probe.kept": s["kept"], "probe.all.total": s["total"], "legend.probe.kept": s["kept"],
+                "legend.probe.dropped": s["dropped"]}
+        for part in ("kept", "dropped"):  # a bar segment is drawn (with its number) only when it is not empty
+            if s[part]:
+                exp[f"probe.all.{part}"] = s[part]
         for r, n in s["by_reason"].items():
             exp[f"drop.{r}.total"] = n
         forks = [x for t in receipt["tasks"] for x in t["timings"]["fork_s"]]
