@@ -125,6 +125,10 @@ class Bundle:
     def ok(self) -> bool:
         return not any(d.fatal for d in self.defects)
 
+    def why_defective(self) -> str:
+        """The fatal defects in one line ("code: detail; ..."); empty when the bundle is ok."""
+        return "; ".join(f"{d.code}: {d.detail}" for d in self.defects if d.fatal)
+
     @property
     def reward_path(self) -> Path | None:
         return self.path / self.reward_name if self.reward_name in self.files else None

@@ -97,10 +97,10 @@ def parse_dump(data: str | bytes | dict[str, Any]) -> list[Node]:
             continue  # a node reported twice (AT-SPI can list a child under two parents)
         seen.add(path)
         bbox = raw.get("bbox")
-        box = None
+        box: tuple[int, int, int, int] | None = None
         if isinstance(bbox, (list, tuple)) and len(bbox) == 4:
             try:
-                box = tuple(int(v) for v in bbox)  # type: ignore[assignment]
+                box = (int(bbox[0]), int(bbox[1]), int(bbox[2]), int(bbox[3]))
             except (TypeError, ValueError):
                 box = None
         states = raw.get("states") or []
@@ -234,10 +234,10 @@ class IdMap:
         by_path = {(n.app, n.rel_path, n.role): eid for eid, n in self.previous.items() if eid not in claimed}
         for i, n in enumerate(nodes):
             if ids[i] is None:
-                eid = by_path.get((n.app, n.rel_path, n.role))
-                if eid and eid not in claimed:
-                    ids[i] = eid
-                    claimed.add(eid)
+                prev = by_path.get((n.app, n.rel_path, n.role))
+                if prev and prev not in claimed:
+                    ids[i] = prev
+                    claimed.add(prev)
 
         result: dict[str, Node] = {}
         for i, n in enumerate(nodes):

@@ -16,6 +16,7 @@ Lifecycle (see docs/computer.md):
 from __future__ import annotations
 
 import logging
+import functools
 import os
 import secrets
 import threading
@@ -99,8 +100,9 @@ def _env_number(name: str, default: float, *, integer: bool = False) -> float:
 
 
 class ComputerEngine:
-    def __init__(self, task_root, image, *, accept_filesystem=False, pool_size=0, idle_ttl_s=900,
-                 golden_ttl_s=3600, max_goldens=64, provider: Provider | None = None,
+    def __init__(self, task_root: str | os.PathLike[str], image: str, *, accept_filesystem: bool = False,
+                 pool_size: int = 0, idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
+                 provider: Provider | None = None,
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
@@ -224,8 +226,7 @@ class ComputerEngine:
         if b is None:
             raise ShinkenError(f"task {task_id!r}: not found under {self.task_root}")
         if not b.ok:
-            fatal = "; ".join(f"{d.code}: {d.detail}" for d in b.defects if d.fatal)
-            raise ShinkenError(f"task {task_id!r}: the bundle is defective ({fatal}); run `shinken triage`")
+            raise ShinkenError(f"task {task_id!r}: the bundle is defective ({b.why_defective()}); run `shinken triage`")
         with self._lock:
             self._bundles[task_id] = b
         return b
@@ -429,7 +430,7 @@ class ComputerEngine:
             sess = self._locked_session(session)
             try:
                 self._check(sess, session, generation)
-                assert sess is not None
+                assert sess is not None and sess.fork is not None  # _check: a live rollout
                 if sess.infra_failure:
                     return VerifyResult(0.0, True, "infra", sess.infra_failure, "")
                 bundle = self.bundle(sess.task_id or "")
@@ -578,8 +579,8 @@ class ComputerEngine:
             if entry.pool is not None:
                 self._try_delete(f"pool of {tid}", entry.pool.close)
             if not self.keep_goldens_on_close:
-                self._try_delete(f"golden {entry.golden.tag}",
-                                 lambda g=entry.golden: self.provider.delete_golden(g))
+                golden = entry.golden
+                self._try_delete(f"golden {golden.tag}", functools.partial(self.provider.delete_golden, golden))
         for _ in range(3):
             if not self.retry_deletions(batch=len(self._pending) or 1):
                 break

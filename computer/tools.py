@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shinken.computer import a11y
-from shinken.sandbox.api import Fork, InfraError
+from shinken.sandbox.api import ExecResult, Fork, InfraError
 
 OBSERVE, CLICK, TYPE_TEXT, KEY, EXEC, DONE = (
     "computer_observe", "computer_click", "computer_type_text", "computer_key", "computer_exec",
@@ -170,7 +170,7 @@ def _args(name: str, arguments: Any) -> dict[str, Any]:
 
 
 def _guest(ctx: ToolContext, argv: list[str], timeout: float = GUI_TIMEOUT_S, max_output: int = 64_000,
-           settle: bool = False):
+           settle: bool = False) -> ExecResult:
     """Run argv in the fork with the desktop session env; no shell parsing of the arguments."""
     if settle:
         argv = ["bash", "-c", _SETTLE.format(s=SETTLE_S), "shinken-settle", *argv]
@@ -178,7 +178,7 @@ def _guest(ctx: ToolContext, argv: list[str], timeout: float = GUI_TIMEOUT_S, ma
                          max_output=max_output)
 
 
-def _check_gui(res, what: str) -> str | None:
+def _check_gui(res: ExecResult, what: str) -> str | None:
     if res.exit_code == 127:
         raise InfraError(f"{what}: the sandbox image lacks a guest tool: {res.output[-300:]}")
     if res.timed_out:

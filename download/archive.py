@@ -31,13 +31,12 @@ from zlib import adler32
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator, Sequence
+from typing import BinaryIO, Sequence
 
 import zstandard
 
 from shinken.errors import ShinkenError
-from shinken.sandbox.gc import OWNER_MARKER, register_temp_dir, unregister_temp_dir
-from shinken.sandbox.ownership import Owner
+from shinken.runtime import OWNER_MARKER, Owner, register_temp_dir, unregister_temp_dir
 
 DEFAULT_MAX_TOTAL_BYTES = 8 * 1024**3  # the release is ~294 MB
 DEFAULT_MAX_MEMBERS = 1_000_000  # the release has 32,730
@@ -676,12 +675,3 @@ def extract_tar_zst(
         [archive], dest, max_total_bytes=max_total_bytes, max_members=max_members,
         progress=progress, threaded=threaded,
     )
-
-
-def iter_members(archive: str | os.PathLike[str]) -> Iterator[str]:  # pragma: no cover - debug aid
-    import tarfile
-
-    with open(archive, "rb") as raw:
-        with zstandard.ZstdDecompressor().stream_reader(raw) as r, tarfile.open(fileobj=r, mode="r|") as t:
-            for m in t:
-                yield m.name

@@ -32,8 +32,9 @@ from shinken.download.archive import (
     DEFAULT_MAX_TOTAL_BYTES,
     extract_archives,
 )
-from shinken.download.source import ArchiveRecord, SourceInfo, card_metadata, now_utc, write_source
+from shinken.download.source import ArchiveRecord, SourceInfo, card_metadata, write_source
 from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
+from shinken.runtime import utc_now
 from shinken.schemas import check_own, dumps, validation_error, write_json
 
 DEFAULT_REPO = "xlangai/CUA-Gym"
@@ -369,5 +370,5 @@ def _source_info(repo_id: str, commit: str, endpoint: str, archives: list[Remote
     return SourceInfo(
         repo_id=repo_id, repo_type=REPO_TYPE, revision=commit,
         archives=tuple(ArchiveRecord(r.path, r.sha256 or _sha256(local / r.path), r.size) for r in archives),
-        license=lic, card=meta, downloaded_at=now_utc(), endpoint=endpoint, card_problem=problem,
+        license=lic, card=meta, downloaded_at=utc_now(), endpoint=endpoint, card_problem=problem,
     )

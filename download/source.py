@@ -10,7 +10,6 @@ source: `read_source` returns None.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,10 +62,6 @@ class SourceInfo:
             license=doc["license"], card=dict(doc["card"]), downloaded_at=doc["downloaded_at"],
             endpoint=doc.get("endpoint"), card_problem=doc.get("card_problem"),
         )
-
-
-def now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _jsonable(value: Any) -> Any:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.runtime import cache_root
 
 if TYPE_CHECKING:  # docker is imported where it is used: `shinken --help` reads DEFAULT_IMAGE from here
     from docker import DockerClient
@@ -62,11 +63,6 @@ BASE_VARIANT = "minbase"
 Progress = Callable[[str], None]
 
 
-def _cache_dir() -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return root / "shinken"
-
-
 def _client(client: DockerClient | None = None) -> DockerClient:
     from shinken.sandbox.docker_client import connect
 
@@ -82,7 +78,7 @@ def _say(progress: Progress | None, line: str) -> None:
 def _build_lock(name: str) -> Iterator[None]:
     """One build per image name at a time across processes (parallel test sessions, CLI runs):
     the second waiter then finds the first one's result in the cache."""
-    d = _cache_dir() / "locks"
+    d = cache_root() / "locks"
     d.mkdir(parents=True, exist_ok=True)
     with open(d / f"image-{name}.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
@@ -312,7 +308,7 @@ def run_build(client, context: io.BytesIO, tag: str, log_name: str, *, buildargs
     build-logs/<log_name>.log; a failed step raises EnvironmentProblem with the last lines."""
     import docker.errors
 
-    log_dir = _cache_dir() / "build-logs"
+    log_dir = cache_root() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{log_name}.log"
     tail: list[str] = []

@@ -6,15 +6,15 @@ image id names immutable content."""
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.images.build import GUEST_DIR, LABEL_IMAGE, LABEL_PARENT, _cache_dir, _client
+from shinken.images.build import GUEST_DIR, LABEL_IMAGE, LABEL_PARENT, _client
 from shinken.images.extra import EXTRA_KIND, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA
+from shinken.runtime import cache_root, utc_now
 from shinken.sandbox.docker_client import resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error, write_json
@@ -24,7 +24,7 @@ RUN_TIMEOUT_S = 120
 
 
 def cache_path(image_id: str) -> Path:
-    return _cache_dir() / "capabilities" / f"{image_id.replace('sha256:', '')}.json"
+    return cache_root() / "capabilities" / f"{image_id.replace('sha256:', '')}.json"
 
 
 def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
     labels = client.images.get(image_id).labels or {}
     if labels.get(LABEL_IMAGE) == EXTRA_KIND and labels.get(LABEL_PARENT):
         manifest["extra"] = _extra_section(client, labels, manifest)
-    manifest["generated_at"] = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manifest["generated_at"] = utc_now()
     problem = validation_error("capabilities", manifest)
     if problem:
         raise ShinkenError(f"{image_ref}: capability manifest is invalid ({problem}); the image's "

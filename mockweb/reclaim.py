@@ -22,8 +22,7 @@ SID_RESOURCE = "sid"
 NETWORK_RESOURCE = "network"
 
 
-def find_networks(client: Any, *, decide: Any, verdict_of: Any, label_filter: Mapping[str, str] | None,
-                  now: float) -> list[Any]:
+def find_networks(client: Any, *, decide: Any, verdict_of: Any, label_filter: Mapping[str, str] | None) -> list[Any]:
     from shinken.sandbox.gc import Reclaimable
 
     found = []
@@ -32,7 +31,7 @@ def find_networks(client: Any, *, decide: Any, verdict_of: Any, label_filter: Ma
         if not all(labels.get(k) == v for k, v in (label_filter or {}).items()):
             continue
         created = float(labels[LABEL_CREATED]) if labels.get(LABEL_CREATED, "").isdigit() else None
-        reason = decide(verdict_of(labels, now), created)
+        reason = decide(verdict_of(labels), created)
         if reason is None:
             continue
         found.append(Reclaimable(resource=NETWORK_RESOURCE, kind="network", id=n["Id"], task=labels.get(LABEL_TASK),
@@ -69,7 +68,7 @@ def find_sids(client: Any, *, decide: Any, verdict_of: Any, older_than: float | 
                 if owner is None:
                     reason = decide(_unknown("no owner lease in the hub"), newest)
                 else:
-                    reason = decide(verdict_of({LABEL_OWNER: owner}, now), newest)
+                    reason = decide(verdict_of({LABEL_OWNER: owner}), newest)
             elif all_ or older_than is None:
                 continue  # not shinken's sid: only age can tell it was left behind
             elif now - newest > older_than:
@@ -85,9 +84,9 @@ def find_sids(client: Any, *, decide: Any, verdict_of: Any, older_than: float | 
 
 
 def _unknown(why: str) -> Any:
-    from shinken.sandbox.gc import Verdict
+    from shinken.runtime import Liveness
 
-    return Verdict("unknown", why)
+    return Liveness("unknown", why)
 
 
 def reclaim_sid(client: Any, item: Any) -> None:

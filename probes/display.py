@@ -51,7 +51,7 @@ class ProbeDisplay:
     def __enter__(self) -> "ProbeDisplay":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
             self._live = None

@@ -4,16 +4,20 @@ nodes. Either way results stream back to the driver, which alone writes receipts
 from __future__ import annotations
 
 import hashlib
-import tempfile
+import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
-from shinken.probes.runner import ProbeConfig, ProviderFactory, Rollout, drain_cleanup, probe_task
+from shinken.runtime import make_temp_dir, unregister_temp_dir
+from shinken.sandbox.ownership import LABEL_RUN, LABEL_TASK
+from shinken.probes.rollouts import Rollout
+from shinken.probes.runner import ProbeConfig, ProviderFactory, drain_cleanup, probe_task
 
 OnResult = Callable[[dict[str, Any]], None]
 OnRetry = Callable[[str, int, str], None]
@@ -82,28 +86,37 @@ def _bundle_payload(bundle: Bundle) -> dict[str, Any]:
     return {"path": str(bundle.path), "name": bundle.path.name, "bundle_hash": bundle.bundle_hash, "files": files}
 
 
-def _materialize(payload: dict[str, Any]) -> Bundle:
+@contextmanager
+def materialized(payload: dict[str, Any], run_id: str | None = None) -> Iterator[Bundle]:
+    """The payload's bundle on this node: the task root's own folder when the node has it
+    unchanged, else a copy in a temp folder that is removed afterwards and registered for
+    `shinken gc` meanwhile (a worker killed mid-probe leaves nothing unaccounted for)."""
     from shinken.bundles.loader import load_bundle
 
     path = Path(payload["path"])
     if path.is_dir():
         b = load_bundle(path)
         if b.bundle_hash == payload["bundle_hash"]:
-            return b
+            yield b
+            return
     # Not on this node (or changed since the driver read it): rebuild it from the payload
     # under a folder named like the original, because the folder name can be the task id.
-    base = Path(tempfile.mkdtemp(prefix="shinken-probe-"))
-    dest = base / payload["name"]
-    dest.mkdir()
-    for name, data in payload["files"].items():
-        (dest / name).write_bytes(data)
-    return load_bundle(dest)
+    base = make_temp_dir(prefix="probe-payload-", labels={LABEL_TASK: payload["name"], **({LABEL_RUN: run_id} if run_id else {})})
+    try:
+        dest = base / payload["name"]
+        dest.mkdir()
+        for name, data in payload["files"].items():
+            (dest / name).write_bytes(data)
+        yield load_bundle(dest)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        unregister_temp_dir(base)
 
 
 def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...]) -> dict[str, Any]:
-    bundle = _materialize(payload)
     try:
-        return probe_task(bundle, cfg, rollouts)
+        with materialized(payload, cfg.run_id) as bundle:
+            return probe_task(bundle, cfg, rollouts)
     finally:
         drain_cleanup()  # a Ray worker may be stopped right after its last task
 

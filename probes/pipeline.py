@@ -20,10 +20,10 @@ from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
 from shinken.judge.config import JudgeConfig
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
+from shinken.probes.final_receipt import build_receipt
 from shinken.probes.receipts import ReceiptLog
-from shinken.probes.report import build_receipt
-from shinken.probes.rollouts import load_rollouts
-from shinken.probes.runner import ProbeConfig, Rollout, verdict_line
+from shinken.probes.rollouts import Rollout, load_rollouts
+from shinken.probes.runner import ProbeConfig, dropped_line
 from shinken.schemas import read_json, write_json
 
 RUNNABLE_VERDICTS = frozenset({"runnable"})
@@ -79,7 +79,7 @@ class SilentListener:
 @dataclass
 class Plan:
     bundles: list[Bundle]
-    verdicts: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
+    dropped: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
     web: Any = None  # mockweb.runs.WebPlan when the run serves mock web apps
 
@@ -179,33 +179,32 @@ def plan(req: ProbeRequest) -> Plan:
         if missing:
             raise ShinkenError(f"{req.ids}: {len(missing)} id(s) not under {req.task_root}: {', '.join(missing[:5])}")
         bundles = [by_id[i] for i in dict.fromkeys(wanted)]
-    verdicts: dict[str, tuple[str, str]] = {}
+    dropped: dict[str, tuple[str, str]] = {}
     judge = req.judge is not None
     triage = (_verdicts_from_triage(req.triage, judge) if req.triage
               else _triage_now(req.task_root, bundles, req.image, req.judge.url if req.judge else None,
                                req.hub, req.mock_urls))
     for b in bundles:
         if not b.ok:
-            fatal = next(d for d in b.defects if d.fatal)
-            verdicts[b.id] = ("defective", f"{fatal.code}: {fatal.detail}")
+            dropped[b.id] = ("defective", b.why_defective())
         elif (v := triage.get(b.id)) is None:
             if req.triage:  # the report decides the scope: unknown tasks are not run
-                verdicts[b.id] = ("blocked", f"not in triage report {req.triage}")
+                dropped[b.id] = ("blocked", f"not in triage report {req.triage}")
         elif v[0] != "runnable":
-            verdicts[b.id] = v
+            dropped[b.id] = v
     web = _web_plan(req)
     if web is not None:  # web tasks run on copies with the mock addresses of this run
         for i, b in enumerate(bundles):
-            if b.id not in verdicts:
+            if b.id not in dropped:
                 bundles[i], blocked = web.prepare(b)
                 if blocked:
-                    verdicts[b.id] = ("blocked", blocked)
+                    dropped[b.id] = ("blocked", blocked)
     rollouts = load_rollouts(req.replay) if req.replay else {}
     unknown = sorted(set(rollouts) - {b.id for b in bundles})
     if unknown and req.ids is None:
         raise ShinkenError(f"{req.replay}: rollouts for {len(unknown)} task(s) not under {req.task_root}: "
                            f"{', '.join(unknown[:5])}")
-    return Plan(bundles, verdicts, rollouts, web)
+    return Plan(bundles, dropped, rollouts, web)
 
 
 def _web_plan(req: ProbeRequest) -> Any:
@@ -239,8 +238,8 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             ro = p.rollouts.get(b.id, ())
             if log.finished(b.id, (b.bundle_hash, image_id, cfg.config_hash(ro))) is not None:
                 resumed += 1
-            elif b.id in p.verdicts:
-                decided.append(verdict_line(b, cfg, *p.verdicts[b.id], ro))
+            elif b.id in p.dropped:
+                decided.append(dropped_line(b, cfg, *p.dropped[b.id], ro))
             else:
                 todo.append(Job(b, ro))
         web_session = _open_web(p, todo, req, run_dir.name, stack)

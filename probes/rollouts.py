@@ -4,19 +4,36 @@ to replay: every `function_call` item of `response.output`, in order, per `task_
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from shinken.errors import ShinkenError
-from shinken.probes.runner import Rollout, ToolCall
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One recorded rollout to replay: its tool calls in order and the reward it got."""
+
+    index: int  # position in the rollouts file (0-based line of this task's rollouts)
+    task_id: str
+    calls: tuple[ToolCall, ...]
+    reward: float | None
 
 
 def _task_id(doc: dict[str, Any]) -> str | None:
     # Row fields are passed through verify untouched, so task_id is top level; some
     # writers nest task data under metadata.
-    for holder in (doc, doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}):
+    meta = doc.get("metadata")
+    for holder in (doc, meta if isinstance(meta, dict) else {}):
         v = holder.get("task_id")
         if isinstance(v, str) and v:
             return v

@@ -11,7 +11,6 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 import orjson
@@ -19,6 +18,8 @@ import orjson
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
 from shinken.probes.receipts import LINE_SCHEMA
+from shinken.probes.rollouts import Rollout
+from shinken.runtime import utc_now
 from shinken.sandbox.api import FidelityError, Golden, Provider, RewardResult, SetupError
 
 REASONS = (
@@ -27,22 +28,6 @@ REASONS = (
 )
 REWARD_TOLERANCE = 1e-6  # rewards are printed with a few decimals; equal means equal to this
 MAX_PARALLEL_FORKS = 4  # no-op forks of one task run side by side (they are independent)
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """One recorded rollout to replay: its tool calls in order and the reward it got."""
-
-    index: int  # position in the rollouts file (0-based line of this task's rollouts)
-    task_id: str
-    calls: tuple[ToolCall, ...]
-    reward: float | None
 
 
 @dataclass(frozen=True)
@@ -72,8 +57,8 @@ class ProbeConfig:
         return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-class _Verdict(Exception):
-    """Internal: the task is decided (dropped for `reason`)."""
+class _Dropped(Exception):
+    """Internal: the task is dropped for `reason` (a probe outcome, not a triage verdict)."""
 
     def __init__(self, reason: str, detail: str) -> None:
         super().__init__(detail)
@@ -130,10 +115,6 @@ def drain_cleanup(timeout: float = 300.0) -> None:
         _wait(pending, timeout=timeout)
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _tail(text: str, n: int = 300) -> str:
     text = (text or "").strip()
     return text if len(text) <= n else "…" + text[-n:]
@@ -181,11 +162,11 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
         "lost_processes": att.lost_processes,
         "golden": att.golden_tag,
         "node": socket.gethostname(),
-        "finished_at": _now(),
+        "finished_at": utc_now(precise=True),
     }
 
 
-def verdict_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
+def dropped_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
                  rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]:
     """A receipt for a task decided without touching Docker (defective, blocked)."""
     return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts), reason=reason, detail=detail,
@@ -199,9 +180,9 @@ def _check_reward(rr: RewardResult, what: str) -> float:
         # The judge endpoint failed, not the task: retried like an engine failure.
         raise InfraError(f"{what}: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
     if rr.error == "timeout":
-        raise _Verdict("reward_timeout", f"{what}: reward.py did not finish in time; {_tail(rr.output_tail)}")
+        raise _Dropped("reward_timeout", f"{what}: reward.py did not finish in time; {_tail(rr.output_tail)}")
     if rr.error is not None or rr.reward is None:
-        raise _Verdict("reward_error", f"{what}: {rr.error or 'no reward'} (exit {rr.exit_code}); {_tail(rr.output_tail)}")
+        raise _Dropped("reward_error", f"{what}: {rr.error or 'no reward'} (exit {rr.exit_code}); {_tail(rr.output_tail)}")
     return float(rr.reward)
 
 
@@ -212,14 +193,14 @@ def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     try:
         fork = provider.fork(golden)
     except SetupError as exc:
-        raise _Verdict("setup_error", f"post-fork replay (fork {k}): {_setup_detail(exc)}") from None
+        raise _Dropped("setup_error", f"post-fork replay (fork {k}): {_setup_detail(exc)}") from None
     try:
         fork_s = time.monotonic() - t0
         t1 = time.monotonic()
         rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         return fork_s, time.monotonic() - t1, rr
     except SetupError as exc:  # postconfig failed
-        raise _Verdict("setup_error", f"postconfig (fork {k}): {_setup_detail(exc)}") from None
+        raise _Dropped("setup_error", f"postconfig (fork {k}): {_setup_detail(exc)}") from None
     finally:
         cleanup_later(fork.close)
 
@@ -239,7 +220,7 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
     try:
         fork = provider.fork(golden)
     except SetupError as exc:
-        raise _Verdict("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
+        raise _Dropped("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
     try:
         ctx = new_context(fork)
         for call in ro.calls:
@@ -247,9 +228,10 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         try:
             rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         except SetupError as exc:
-            raise _Verdict("setup_error", f"postconfig (replay {ro.index}): {_setup_detail(exc)}") from None
+            raise _Dropped("setup_error", f"postconfig (replay {ro.index}): {_setup_detail(exc)}") from None
         err = rr.error if rr.error is not None else (None if rr.reward is not None else "no reward")
-        match = (err is None and ro.reward is not None and abs(float(rr.reward) - ro.reward) <= REWARD_TOLERANCE)
+        match = (err is None and rr.reward is not None and ro.reward is not None
+                 and abs(rr.reward - ro.reward) <= REWARD_TOLERANCE)
         return {"rollout": ro.index, "recorded": ro.reward, "reward": rr.reward, "match": bool(match),
                 "calls": len(ro.calls), "error": err}
     finally:
@@ -264,9 +246,9 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         golden = provider.ensure_golden(bundle, cfg.image_id, accept_filesystem=cfg.accept_filesystem,
                                         setup_timeout=cfg.setup_timeout)
     except FidelityError as exc:
-        raise _Verdict("fidelity", str(exc) or "task needs process-memory state; pass --state-fidelity filesystem") from None
+        raise _Dropped("fidelity", str(exc) or "task needs process-memory state; pass --state-fidelity filesystem") from None
     except SetupError as exc:
-        raise _Verdict("setup_error", _setup_detail(exc)) from None
+        raise _Dropped("setup_error", _setup_detail(exc)) from None
     att.golden_build_s = time.monotonic() - t0
     att.golden_reused = golden.reused
     att.golden_tag = golden.tag
@@ -283,7 +265,8 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 first_exc = first_exc or exc
     # An infra failure anywhere voids the attempt, even if another fork saw a task error.
-    infra = next((f.exception() for f in futures if f.exception() is not None and is_infra(f.exception())), None)
+    errors = [e for e in (f.exception() for f in futures) if e is not None]
+    infra = next((e for e in errors if is_infra(e)), None)
     if infra is not None:
         raise infra
     if first_exc is not None:
@@ -293,13 +276,11 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         att.reward_s.append(reward_s)
         att.rewards.append(rr.reward)
         att.deviation = att.deviation or rr.deviation
-    for i, (_, _, rr) in enumerate(results):
-        _check_reward(rr, f"untouched state, fork {i}")
-    values = [float(r) for r in att.rewards]
+    values = [_check_reward(rr, f"untouched state, fork {i}") for i, (_, _, rr) in enumerate(results)]
     if max(values) - min(values) > REWARD_TOLERANCE:
-        raise _Verdict("nondeterministic", f"{k} forks of the same golden scored {values}")
+        raise _Dropped("nondeterministic", f"{k} forks of the same golden scored {values}")
     if values[0] >= 1.0 - REWARD_TOLERANCE:
-        raise _Verdict("zero_signal", f"the untouched state already scores {values[0]}; no learning signal")
+        raise _Dropped("zero_signal", f"the untouched state already scores {values[0]}; no learning signal")
 
     t1 = time.monotonic()
     for ro in rollouts:
@@ -310,7 +291,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     if bad:
         r = bad[0]
         why = f"error {r['error']}" if r["error"] else f"scored {r['reward']}"
-        raise _Verdict("replay_mismatch",
+        raise _Dropped("replay_mismatch",
                        f"{len(bad)}/{len(att.replay)} replays differ; rollout {r['rollout']} recorded {r['recorded']}, {why}")
 
 
@@ -333,8 +314,7 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
     trouble: the outcome says what happened."""
     config_hash = cfg.config_hash(rollouts)
     if not bundle.ok:
-        fatal = next(d for d in bundle.defects if d.fatal)
-        return verdict_line(bundle, cfg, "defective", f"{fatal.code}: {fatal.detail}", rollouts)
+        return dropped_line(bundle, cfg, "defective", bundle.why_defective(), rollouts)
     factory = provider_factory or default_provider_factory(cfg.run_id, cfg.judge)
     t_start = time.monotonic()
     infra_errors: list[str] = []
@@ -348,7 +328,7 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
             provider = factory()
             _attempt(provider, bundle, cfg, rollouts, att)
             reason, detail = None, _kept_detail(att)
-        except _Verdict as v:
+        except _Dropped as v:
             reason, detail = v.reason, v.detail
         except Exception as exc:  # noqa: BLE001 - classified right here
             if not is_infra(exc):

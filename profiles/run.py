@@ -3,7 +3,6 @@ in the output folder), profile every task, choose the band and the control sampl
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import orjson
 
 from shinken.errors import ShinkenError
+from shinken.runtime import utc_now
 from shinken.profiles import documents
 from shinken.profiles.bands import BANDS, Settings, TaskInfo, profile_tasks
 from shinken.profiles.rollouts import Outcome, expand_inputs, merge, read_file
@@ -38,10 +38,6 @@ class ProfileResult:
     control: list[str] | None
     outcomes: list[Outcome]
     files: list[Path]  # the rollout files this run read
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def task_infos(task_root: Path) -> dict[str, TaskInfo]:
@@ -111,7 +107,7 @@ def run_profile(req: ProfileRequest) -> ProfileResult:
     for f in files:
         new = read_file(f)
         outcomes, added = merge(outcomes, new)
-        reads.append({"path": str(f), "sha256": _sha256(f), "rollouts": len(new), "new": added, "read_at": _now()})
+        reads.append({"path": str(f), "sha256": _sha256(f), "rollouts": len(new), "new": added, "read_at": utc_now()})
 
     unknown = sorted({o.task_id for o in outcomes} - set(infos))
     if unknown:
@@ -127,7 +123,7 @@ def run_profile(req: ProfileRequest) -> ProfileResult:
             excluded[k] = excluded.get(k, 0) + n
     doc = {
         "schema": SCHEMA_ID,
-        "created_at": _now(),
+        "created_at": utc_now(),
         "task_root": str(req.task_root.resolve()),
         "receipt": str(req.receipt.resolve()) if req.receipt else None,
         "settings": s.to_json(),

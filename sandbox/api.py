@@ -19,8 +19,6 @@ REWARD_ERRORS = ("no_reward_line", "crash", "timeout", "out_of_range", "resource
 # Accepted-but-flagged output shapes (RewardResult.deviation).
 REWARD_DEVIATIONS = ("bare_number", "total_score", "lowercase")
 
-STATE_FIDELITIES = ("filesystem", "process_memory")
-
 
 @dataclass
 class ExecResult:

@@ -98,8 +98,7 @@ class DockerProvider:
         once and then found again by its labels (bundle hash + base image id). Pass the id
         the run resolved once (resolve_image): a tag may be moved meanwhile."""
         if not bundle.ok:
-            bad = "; ".join(f"{d.code}: {d.detail}" for d in bundle.defects if d.fatal)
-            raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bad})", where="bundle")
+            raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bundle.why_defective()})", where="bundle")
         if bundle.state_fidelity == "process_memory" and not accept_filesystem:
             raise FidelityError(
                 f"{bundle.id}: the task needs process_memory state fidelity (imported bundles default to it) "

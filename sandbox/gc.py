@@ -17,32 +17,32 @@ Safety rules, in order of importance:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from shinken.runtime import (
+    Liveness,
+    owner_liveness,
+    read_owner_marker,
+    runtime_root,
+    temp_dir_entries,
+)
 from shinken.sandbox.ownership import (
+    CONTAINER_KINDS,
+    IMAGE_KINDS,
     LABEL_CREATED,
     LABEL_KIND,
-    LABEL_LEASE,
     LABEL_MANAGED,
     LABEL_OWNER,
     LABEL_TASK,
-    Owner,
-    _proc_start_ticks,
 )
 
-CONTAINER_KINDS = ("fork", "pool", "build", "server", "probe", "hub")
-IMAGE_KINDS = ("golden",)
 TEMP_KIND = "tempdir"
-OWNER_MARKER = ".shinken-owner"
 _LABEL_PREFIX = "shinken."
 
 
@@ -84,46 +84,9 @@ class Failure:
 # ---------------------------------------------------------------- owner liveness
 
 
-@dataclass(frozen=True)
-class Verdict:
-    state: str  # "alive" | "dead" | "unknown"
-    why: str
-
-
-def owner_verdict(labels: Mapping[str, str], now: float | None = None) -> Verdict:
+def labelled_owner_liveness(labels: Mapping[str, str]) -> Liveness:
     """Whether the process named by a resource's owner label is still alive."""
-    now = time.time() if now is None else now
-    raw = labels.get(LABEL_OWNER)
-    owner = Owner.parse(raw) if raw else None
-    if owner is None:
-        return Verdict("unknown", "owner label missing or unreadable")
-    if owner.is_local():
-        if owner.is_alive():
-            if _is_zombie(owner.pid):  # killed but not yet reaped by its parent: holds nothing
-                return Verdict("dead", f"owner pid {owner.pid} has exited (zombie, not yet reaped)")
-            return Verdict("alive", f"owner pid {owner.pid} is running")
-        if _proc_start_ticks(owner.pid) is None:
-            return Verdict("dead", f"owner pid {owner.pid} has exited")
-        return Verdict("dead", f"owner pid {owner.pid} exited; the pid now belongs to another process")
-    lease_raw = labels.get(LABEL_LEASE)
-    try:
-        lease = float(lease_raw) if lease_raw is not None else None
-    except ValueError:
-        lease = None
-    if lease is None:
-        return Verdict("unknown", f"owner on host {owner.host} has no lease; its liveness cannot be told")
-    if lease < now:
-        return Verdict("dead", f"lease of owner on host {owner.host} expired {format_duration(now - lease)} ago")
-    return Verdict("alive", f"lease of owner on host {owner.host} is valid")
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return False
-    return data[data.rindex(b")") + 2 :].split()[:1] == [b"Z"]
+    return owner_liveness(labels.get(LABEL_OWNER))
 
 
 # ---------------------------------------------------------------- durations
@@ -171,15 +134,15 @@ def _created(labels: Mapping[str, str], fallback: float | None) -> float | None:
         return fallback
 
 
-def _decide(verdict: Verdict, created: float | None, *, older_than: float | None, all_: bool,
+def _decide(liveness: Liveness, created: float | None, *, older_than: float | None, all_: bool,
             now: float) -> str | None:
     """The reason a resource may be reclaimed, or None when it must be kept."""
     if all_:
-        return f"--all (liveness ignored; {verdict.why})"
-    if verdict.state == "dead":
-        return verdict.why
+        return f"--all (liveness ignored; {liveness.why})"
+    if liveness.state == "dead":
+        return liveness.why
     if older_than is not None and created is not None and now - created > older_than:
-        return f"older than {format_duration(older_than)} (created {format_duration(now - created)} ago; {verdict.why})"
+        return f"older than {format_duration(older_than)} (created {format_duration(now - created)} ago; {liveness.why})"
     return None
 
 
@@ -241,7 +204,7 @@ def _find_containers(client: Any, *, older_than: float | None, all_: bool,
             image_labels[image_id] = _image_labels(api, image_id)
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
-        reason = _decide(owner_verdict(labels, now), _created(labels, c.get("Created")),
+        reason = _decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
                          older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
@@ -263,8 +226,8 @@ def _find_web_leftovers(client: Any, reclaimed_hubs: set[str], *, older_than: fl
     def decide(verdict: Verdict, created: float | None) -> str | None:
         return _decide(verdict, created, older_than=older_than, all_=all_, now=now)
 
-    items = web.find_networks(client, decide=decide, verdict_of=owner_verdict, label_filter=label_filter, now=now)
-    items += web.find_sids(client, decide=decide, verdict_of=owner_verdict, older_than=older_than, all_=all_,
+    items = web.find_networks(client, decide=decide, verdict_of=labelled_owner_liveness, label_filter=label_filter)
+    items += web.find_sids(client, decide=decide, verdict_of=labelled_owner_liveness, older_than=older_than, all_=all_,
                            skip_hubs=reclaimed_hubs, label_filter=label_filter, now=now)
     return items
 
@@ -293,15 +256,15 @@ def _find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: fl
         parent = img.get("ParentId") or ""
         if parent and _image_labels(api, parent) == _shinken_labels(labels):
             continue
-        verdict = owner_verdict(labels, now)
+        liveness = labelled_owner_liveness(labels)
         if not all_:
-            if verdict.state == "alive":
+            if liveness.state == "alive":
                 continue  # a live owner holds it, whatever its age
             holders = [h["Id"] for h in api.containers(all=True, filters={"ancestor": img["Id"]})
                        if h["Id"] not in reclaimed_containers]
             if holders:
                 continue  # a container we are not removing still uses it
-        reason = _decide(verdict, _created(labels, img.get("Created")), older_than=older_than, all_=all_, now=now)
+        reason = _decide(liveness, _created(labels, img.get("Created")), older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
         tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
@@ -393,65 +356,6 @@ def _remove_image(client: Any, item: Reclaimable) -> None:
 # ---------------------------------------------------------------- temporary folders
 
 
-def runtime_root() -> Path:
-    """Where shinken's temp-folder registry lives: $SHINKEN_RUNTIME_DIR, else
-    $XDG_RUNTIME_DIR/shinken, else /tmp/shinken-<uid> (per user, so users never share it)."""
-    explicit = os.environ.get("SHINKEN_RUNTIME_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        return Path(xdg) / "shinken"
-    return Path(tempfile.gettempdir()) / f"shinken-{os.getuid()}"
-
-
-def _registry(root: Path) -> Path:
-    return root / "tempdirs"
-
-
-def _entry_path(root: Path, folder: Path) -> Path:
-    return _registry(root) / (hashlib.sha256(str(folder).encode()).hexdigest()[:24] + ".json")
-
-
-def register_temp_dir(path: str | os.PathLike[str], *, labels: Mapping[str, str] | None = None,
-                      owner: Owner | None = None, root: Path | None = None) -> Path:
-    """Mark an existing folder as owned by this process so `shinken gc` can remove it if the
-    process dies before cleaning up. Writes `<path>/.shinken-owner` and a registry entry
-    under runtime_root(). Call unregister_temp_dir(path) after removing it normally."""
-    folder = Path(path).resolve()
-    if not folder.is_dir():
-        raise NotADirectoryError(f"{folder}: register_temp_dir needs an existing folder")
-    label = (owner or Owner.current()).label()
-    (folder / OWNER_MARKER).write_text(label + "\n")
-    entry = _entry_path(root or runtime_root(), folder)
-    entry.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    doc = {"path": str(folder), "owner": label, "labels": dict(labels or {}), "created": int(time.time())}
-    tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc))
-    tmp.replace(entry)  # atomic: gc never reads half an entry
-    return folder
-
-
-def unregister_temp_dir(path: str | os.PathLike[str], *, root: Path | None = None) -> None:
-    """Forget a folder registered with register_temp_dir (after its owner removed it)."""
-    _entry_path(root or runtime_root(), Path(path).resolve()).unlink(missing_ok=True)
-
-
-def make_temp_dir(prefix: str = "run-", *, parent: Path | None = None, labels: Mapping[str, str] | None = None,
-                  root: Path | None = None) -> Path:
-    """mkdtemp (under `parent`, default the runtime root) and register it in one step."""
-    base = parent or (root or runtime_root()) / "dirs"
-    base.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return register_temp_dir(tempfile.mkdtemp(prefix=prefix, dir=base), labels=labels, root=root)
-
-
-def _read_marker(folder: Path) -> str | None:
-    try:
-        return (folder / OWNER_MARKER).read_text().strip()
-    except OSError:
-        return None
-
-
 def _folder_bytes(folder: Path) -> int:
     total = 0
     for dirpath, dirnames, filenames in os.walk(folder):
@@ -465,32 +369,22 @@ def _folder_bytes(folder: Path) -> int:
 
 def _find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
                     label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
-    registry = _registry(root)
-    if not registry.is_dir():
-        return []
     found: list[Reclaimable] = []
-    for entry in sorted(registry.glob("*.json")):
-        try:
-            doc = json.loads(entry.read_text())
-            folder, owner_label = Path(doc["path"]), str(doc["owner"])
-            labels = dict(doc.get("labels") or {})
-        except (OSError, ValueError, KeyError, TypeError):
-            continue  # half-written or foreign file: leave it
-        if not _matches(labels, label_filter):
+    for e in temp_dir_entries(root):
+        if not _matches(e.labels, label_filter):
             continue
-        reason = _decide(owner_verdict({LABEL_OWNER: owner_label}, now), _created({LABEL_CREATED: str(doc.get("created"))}, None),
-                         older_than=older_than, all_=all_, now=now)
+        reason = _decide(owner_liveness(e.owner), e.created, older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
         # The folder is removed only if it still carries this owner's marker: a path that
         # was deleted and re-created by someone else is not ours.
-        ours = folder.is_dir() and not folder.is_symlink() and _read_marker(folder) == owner_label
+        ours = e.folder.is_dir() and not e.folder.is_symlink() and read_owner_marker(e.folder) == e.owner
         if not ours:
             reason = "folder gone or re-created by someone else; only the registry entry is dropped"
         found.append(Reclaimable(
-            resource="tempdir", kind=TEMP_KIND, id=str(folder), task=labels.get(LABEL_TASK),
-            owner=owner_label, reason=reason, bytes=_folder_bytes(folder) if ours else 0,
-            name=str(entry), entry=str(entry), entry_only=not ours,
+            resource="tempdir", kind=TEMP_KIND, id=str(e.folder), task=e.labels.get(LABEL_TASK),
+            owner=e.owner, reason=reason, bytes=_folder_bytes(e.folder) if ours else 0,
+            name=str(e.entry), entry=str(e.entry), entry_only=not ours,
         ))
     return found
 
@@ -498,7 +392,7 @@ def _find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
 def _remove_temp_dir(item: Reclaimable) -> None:
     folder = Path(item.id)
     if not item.entry_only:
-        if _read_marker(folder) != item.owner or folder.is_symlink():
+        if read_owner_marker(folder) != item.owner or folder.is_symlink():
             raise RuntimeError("owner marker changed since the scan; folder left alone")
         shutil.rmtree(folder)
     if item.entry:

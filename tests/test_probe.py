@@ -148,7 +148,7 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
                                                       {"code": "extra_fields", "detail": "x", "severity": "note"}]}]}))
     p = plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage))
     assert [b.id for b in p.bundles] == ["b", "c", "a"]
-    assert p.verdicts == {"b": ("blocked", "triage: blocked: missing_app: gimp"),
+    assert p.dropped == {"b": ("blocked", "triage: blocked: missing_app: gimp"),
                           "c": ("defective", "missing_reward: reward.py is not in the bundle")}
     # --ids takes the same files as make-workspace: a JSON list, or a probe receipt's kept list.
     ids.write_text(json.dumps(["c", "a"]))
@@ -164,6 +164,28 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
                         "--triage", str(triage)], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
 
+def test_ray_payload_folder_is_registered_then_removed(tmp_path: Path, monkeypatch) -> None:
+    """A node without the task root rebuilds the bundle from the payload in a temp folder:
+    registered for `shinken gc` while the probe runs (a killed worker leaves it findable),
+    removed with its registry entry afterwards (one leaked copy per task before)."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.probes.executors import _bundle_payload, materialized
+    from shinken.runtime import temp_dir_entries
+
+    monkeypatch.setenv("SHINKEN_RUNTIME_DIR", str(tmp_path / "rt"))
+    src = make_bundle(tmp_path / "tasks", "payload-task", reward="print('REWARD: 0')\n", files={"data.txt": "x"})
+    payload = {**_bundle_payload(load_bundle(src)), "path": str(tmp_path / "elsewhere" / "payload-task")}
+    with materialized(payload, "run-1") as bundle:
+        assert bundle.id == "payload-task" and bundle.bundle_hash == payload["bundle_hash"]
+        [entry] = temp_dir_entries()
+        assert bundle.path.parent == entry.folder and entry.labels == {"shinken.task": "payload-task",
+                                                                       "shinken.run": "run-1"}
+    assert not entry.folder.exists() and temp_dir_entries() == []
+    payload["path"] = str(src)  # the node has the task root: used in place, nothing registered
+    with materialized(payload) as bundle:
+        assert bundle.path == src and temp_dir_entries() == []
+
+
 # --- end to end on real Docker ------------------------------------------------------------
 
 import shutil
@@ -171,7 +193,7 @@ import signal
 import socket
 import time
 
-from shinken.probes.report import decision_view
+from shinken.probes.final_receipt import decision_view
 
 IMAGE = os.environ.get("SHINKEN_PROBE_TEST_IMAGE", "shinken/sandbox-linux:latest")
 # The demo spreadsheet task is a libreoffice_calc task: a self-run triage blocks it on an

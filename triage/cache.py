@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from shinken.runtime import cache_root
 from shinken.triage.analyze import ANALYSIS_VERSION, stat_key
 
 
@@ -39,10 +40,7 @@ def code_fingerprint() -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("SHINKEN_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "shinken"
-    )
-    return Path(base) / "triage"
+    return Path(os.environ.get("SHINKEN_CACHE_DIR") or cache_root()) / "triage"
 
 
 def entry_key(bundle_hash: str, folder: str) -> str:

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from shinken.bundles.loader import discover
-from shinken.bundles.model import TASK_FILE_NAMES
-from shinken.errors import ShinkenError
+from shinken.bundles.loader import discover_entries
 from shinken.triage.analyze import analyze_folder, stat_key, symlink_folder_result
 from shinken.triage.cache import TriageCache
 from shinken.triage.evaluate import Capabilities, Evaluator
@@ -139,41 +137,11 @@ def _crashed(folder: str) -> dict[str, Any]:
     }
 
 
-def discover_folders(root: Path) -> tuple[list[str], list[str]]:
-    """(task folders, symlinked task-folder entries). Same rules as
-    shinken.bundles.loader.discover (which it defers to for the root checks), with str
-    paths from one scandir (10,910 Path objects cost ~0.3 s) and the symlinks that
-    discover skips silently kept, to be reported."""
-    if not root.is_dir() or any((root / n).is_file() for n in TASK_FILE_NAMES):
-        return [str(p) for p in discover(root)], []
-    final = root / "output" / "final"
-    base = str(final if final.is_dir() else root)
-    folders: list[str] = []
-    links: list[str] = []
-    try:
-        with os.scandir(base) as it:
-            for e in it:
-                if e.name.startswith("."):
-                    continue
-                if e.is_symlink():
-                    try:
-                        if os.path.isdir(e.path) or not os.path.exists(e.path):
-                            links.append(e.path)
-                    except OSError:  # e.g. ELOOP
-                        links.append(e.path)
-                elif e.is_dir(follow_symlinks=False):
-                    folders.append(e.path)
-    except OSError as exc:
-        raise ShinkenError(f"{base}: cannot list the task root ({exc.strerror})") from None
-    folders.sort(key=os.path.basename)
-    return folders, links
-
-
 def analyze_root(root: str | os.PathLike[str], py: tuple[int, int], *, workers: int | None = None) -> list[dict[str, Any]]:
     """The image-independent analysis of every bundle under `root` (what the triage cache
     holds), uncached, in folder-name order: for callers that match one analysis against
     several manifests or settings (benchmarks/runnable_share.py) with Evaluator."""
-    folders, links = discover_folders(Path(root).absolute())
+    folders, links = discover_entries(Path(root).absolute())
     chunks = [folders[i : i + CHUNK] for i in range(0, len(folders), CHUNK)]
     n = min(workers or default_workers(), max(1, len(folders) // CHUNK))
     batches = (_work(c, py) for c in chunks) if n <= 1 or len(folders) < INLINE_BELOW else _pooled(chunks, py, n)
@@ -225,7 +193,7 @@ def _triage_root(
 ) -> TriageRun:
     t0 = time.perf_counter()
     root = Path(root).absolute()
-    folders, links = discover_folders(root)
+    folders, links = discover_entries(root)
     run = TriageRun()
     st = run.stats
     st.folders = len(folders) + len(links)

@@ -11,7 +11,6 @@ checkout):
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import shutil
 import string
@@ -28,6 +27,7 @@ from shinken.bundles.loader import load_root
 from shinken.bundles.model import Bundle
 from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
+from shinken.runtime import utc_now
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.schemas import write_json
 from shinken.swap import swap_into_place
@@ -107,8 +107,7 @@ def _load(task_root: Path, ids: list[str]) -> list[Bundle]:
     bad = [b for b in (by_id[i] for i in ids) if not b.ok]
     if bad:
         b = bad[0]
-        fatal = "; ".join(d.code for d in b.defects if d.fatal)
-        raise ShinkenError(f"{b.id}: the bundle is defective ({fatal}); run `shinken triage` and drop it")
+        raise ShinkenError(f"{b.id}: the bundle is defective ({b.why_defective()}); run `shinken triage` and drop it")
     return [by_id[i] for i in ids]
 
 
@@ -197,7 +196,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
         _jsonl(server / "data" / "example.jsonl", [rows[i] for i in example])
         manifest = {
             "schema": "shinken.workspace/1",
-            "created_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "created_at": utc_now(),
             "shinken_version": version,
             "task_root": str(task_root),
             "ids_file": str(Path(opts.ids_file).resolve()),

@@ -5,10 +5,10 @@ the same document as an uninterrupted one."""
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
 from typing import Any
 
 from shinken.probes.runner import REASONS
+from shinken.runtime import utc_now
 from shinken.schemas import check_own
 
 SCHEMA = "shinken.probe/1"
@@ -32,7 +32,7 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
         "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
         # attempts lost to engine failures (retried, or final for infra_error tasks)
         "infra_retries": sum(len(ln.get("infra_errors") or []) for ln in tasks),
-        "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "finished_at": utc_now(),
     }
     run_info = dict(run_info)
     task_root = str(run_info.pop("task_root", ""))
