@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/typecheck.sh  # the substrate (sandbox/, probes/, computer/) is typed end to end
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Type-check the substrate (sandbox/, probes/, computer/) with mypy, settings in
+# pyproject.toml [tool.mypy]. The repository root is the `shinken` package itself, so
+# mypy sees it through a `shinken` link in a scratch folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+ln -s "$PWD" "$root/shinken"
+repo=$PWD
+cd "$root"  # messages name shinken/sandbox/... files
+exec "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
+  -p shinken.sandbox -p shinken.probes -p shinken.computer "$@"
