@@ -116,7 +116,7 @@ class JudgeRelay:
         return self.directory / SOCKET_NAME
 
     def start(self) -> "JudgeRelay":
-        from shinken.sandbox.gc import make_temp_dir
+        from shinken.runtime import make_temp_dir
 
         self.directory = make_temp_dir(prefix="judge-")
         self.directory.chmod(0o755)  # forks' `user` must traverse it
@@ -177,7 +177,7 @@ class JudgeRelay:
             server.shutdown()
             server.server_close()
         if self.directory is not None:
-            from shinken.sandbox.gc import unregister_temp_dir
+            from shinken.runtime import unregister_temp_dir
 
             shutil.rmtree(self.directory, ignore_errors=True)
             unregister_temp_dir(self.directory)

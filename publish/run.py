@@ -93,7 +93,7 @@ def publish(opts: PublishOptions, say: Callable[[str], None] = lambda _: None) -
                              str(opts.local_dir.expanduser().absolute()), splits, listing(files), [])
 
     from shinken.publish.hub import push
-    from shinken.sandbox.gc import make_temp_dir, unregister_temp_dir
+    from shinken.runtime import make_temp_dir, unregister_temp_dir
 
     stage = make_temp_dir("publish-")  # registered: a killed publish leaves it to `shinken gc`
     try:
