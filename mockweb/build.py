@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.runtime import cache_root
 from shinken.images.build import (
     LABEL_HASH,
     LABEL_IMAGE,
     LABEL_PARENT,
     _build_lock,
-    _cache_dir,
     _client,
     _image_id,
     _read_ca,
@@ -183,11 +183,11 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     import docker.errors
 
     api = client.api
-    npm_cache = _cache_dir() / "hub-npm"
+    npm_cache = cache_root() / "hub-npm"
     npm_cache.mkdir(parents=True, exist_ok=True)
-    ca_file = _cache_dir() / "hub-ca.pem"
+    ca_file = cache_root() / "hub-ca.pem"
     ca_file.write_bytes(ca_pem)
-    log_dir = _cache_dir() / "build-logs"
+    log_dir = cache_root() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"hub-app-{_slug(app.name)}-{h}.log"
     binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}}

@@ -268,6 +268,6 @@ def marker_of(bundle: Bundle) -> dict[str, Any] | None:
 
 
 def default_cache_root() -> Path:
-    from shinken.images.build import _cache_dir
+    from shinken.runtime import cache_root
 
-    return _cache_dir() / "mockweb" / "bundles"
+    return cache_root() / "mockweb" / "bundles"

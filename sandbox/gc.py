@@ -223,8 +223,8 @@ def _find_web_leftovers(client: Any, reclaimed_hubs: set[str], *, older_than: fl
     """Run networks and hub sids of dead owners (shinken.mockweb.reclaim)."""
     from shinken.mockweb import reclaim as web
 
-    def decide(verdict: Verdict, created: float | None) -> str | None:
-        return _decide(verdict, created, older_than=older_than, all_=all_, now=now)
+    def decide(liveness: Liveness, created: float | None) -> str | None:
+        return _decide(liveness, created, older_than=older_than, all_=all_, now=now)
 
     items = web.find_networks(client, decide=decide, verdict_of=labelled_owner_liveness, label_filter=label_filter)
     items += web.find_sids(client, decide=decide, verdict_of=labelled_owner_liveness, older_than=older_than, all_=all_,
