@@ -29,10 +29,12 @@ _HTTP_METHODS = frozenset({"get", "post", "put", "patch", "delete", "head", "opt
 _HTTP_ROOTS = ("requests", "httpx", "aiohttp", "session", "client", "http")
 _FETCH_FUNCS = frozenset({"urlopen", "Request", "urlretrieve", "goto", "create_connection", "ws_connect"})
 _WEBBROWSER = frozenset({"open", "open_new", "open_new_tab"})
+# Words a launch or fetch call cannot be written without, spelled as code (so prose in
+# seeded state, "the client's session", does not make its statement a candidate).
 _CANDIDATE_WORDS = ("subprocess", "Popen", "os.system", "os.popen", "os.exec", "os.spawn", "create_subprocess",
-                    "requests", "urlopen", "urllib", "httpx", "aiohttp", "webbrowser", "goto", "Request",
-                    "urlretrieve", "create_connection", "ws_connect", "session", "client", "check_output",
-                    "check_call")
+                    "requests.", "urlopen", "urllib", "httpx", "aiohttp", "webbrowser", ".goto(", "Request(",
+                    "urlretrieve", "create_connection", "ws_connect", "session.", "Session(", "client.",
+                    "check_output", "check_call")
 GATE = re.compile("|".join(re.escape(w) for w in _CANDIDATE_WORDS).encode())
 _URL_START = re.compile(r"(?:https?|wss?)://")
 _MAX_DEPTH = 6
@@ -189,6 +191,7 @@ class _Scan:
         self.bare_launch: set[str] = set()
         self.helpers: dict[str, _Helper] = {}  # functions handing a parameter to a launch/fetch
         self.flow = Flow()
+        self._defs: list[ast.stmt] = []
         self._collect(tree.body)
 
     def _collect(self, stmts: list[ast.stmt]) -> None:
@@ -205,6 +208,8 @@ class _Scan:
                 self.scope.add(s.target, s.value)
             elif isinstance(s, ast.ImportFrom) and s.module == "subprocess":
                 self.bare_launch.update(a.asname or a.name for a in s.names if a.name in _BARE_LAUNCH)
+            elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self._defs.append(s)
             for attr in ("body", "orelse", "finalbody", "handlers"):
                 sub = getattr(s, attr, None)
                 if sub:
@@ -212,8 +217,9 @@ class _Scan:
             for case in getattr(s, "cases", ()) or ():
                 self._collect(case.body)
 
-    def _calls(self, lines: list[int]) -> list[tuple[ast.Call, Fn | None]]:
-        """Call nodes in statements that touch one of `lines`, with their function."""
+    def _calls(self, lines: list[int], functions_only: bool = False) -> list[tuple[ast.Call, Fn | None]]:
+        """Call nodes in statements that touch one of `lines`, with their function (only
+        inside function bodies with `functions_only`: where helpers are found)."""
         out: list[tuple[ast.Call, Fn | None]] = []
 
         def touches(s: ast.stmt) -> bool:
@@ -225,6 +231,8 @@ class _Scan:
                 if not touches(s):
                     continue
                 inner = fn if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else s
+                if functions_only and inner is None and not isinstance(s, ast.ClassDef):
+                    continue
                 for name, value in ast.iter_fields(s):
                     if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                         visit(value, inner)
@@ -246,7 +254,18 @@ class _Scan:
     def _lines(self, extra: tuple[str, ...] = ()) -> list[int]:
         rx = GATE if not extra else re.compile(GATE.pattern + b"|" + b"|".join(
             rb"\b" + re.escape(n.encode()) + rb"\s*\(" for n in extra))
-        return sorted({self.src.count(b"\n", 0, m.start()) + 1 for m in rx.finditer(self.src)})
+        out: list[int] = []
+        src, pos, line = self.src, 0, 1
+        for m in rx.finditer(src):  # matches come in order: count newlines incrementally
+            line += src.count(b"\n", pos, m.start())
+            pos = m.start()
+            if out and out[-1] == line:
+                continue
+            start = src.rfind(b"\n", 0, pos) + 1
+            if src.startswith((b"import ", b"from "), start):
+                continue  # `import subprocess` calls nothing
+            out.append(line)
+        return out
 
     def sink(self, call: ast.Call) -> _Hit | None:
         name = dotted(call.func)
@@ -278,8 +297,14 @@ class _Scan:
         return None
 
     def run(self) -> Flow:
-        calls = self._calls(self._lines())
-        for _ in range(3):  # helpers, helpers of helpers
+        lines = self._lines()
+        if not lines:
+            return self.flow
+        # Helpers are functions with parameters; most rewards have none (check() only).
+        has_params = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.args.args
+                         for n in self._defs)
+        calls = self._calls(lines, functions_only=True) if has_params else []
+        for _ in range(3 if has_params else 0):  # helpers, helpers of helpers
             found = False
             for call, fn in calls:
                 if fn is None or fn.name in self.helpers:
@@ -295,8 +320,9 @@ class _Scan:
                         break
             if not found:
                 break
-            calls = self._calls(self._lines(tuple(self.helpers)))
-        for call, fn in calls:
+            lines = self._lines(tuple(self.helpers))
+            calls = self._calls(lines, functions_only=True)
+        for call, fn in self._calls(lines):
             hit = self.sink(call)
             if hit is None:
                 continue
