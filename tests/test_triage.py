@@ -335,7 +335,7 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     first = triage_root(root, caps, cache_directory=cdir)
     assert (first.stats.cache_hits, first.stats.analysed) == (0, 3)
     cache_file, = cdir.iterdir()
-    assert caps.id.split(":")[1] in cache_file.name
+    assert cache_file.name == "py3.10.json"  # the fixture image's Python
     again = triage_root(root, caps, cache_directory=cdir)
     assert (again.stats.cache_hits, again.stats.analysed) == (3, 0)
     assert again.tasks == first.tasks
@@ -352,8 +352,16 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     assert (added.stats.cache_hits, added.stats.analysed) == (2, 1)
     assert {x["id"]: x for x in added.tasks}["ok-file-cli"]["bundle_hash"] != \
         {x["id"]: x for x in first.tasks}["ok-file-cli"]["bundle_hash"]
-    # Another image id: a different cache file, nothing reused.
-    other = Capabilities.from_manifest({**load_manifest_file(MANIFEST), "image": {"ref": "x", "id": "sha256:" + "b" * 64}})
+    # Another image with the same Python (a rebuild): the analysis is reused, the match is
+    # redone against the new image's capabilities.
+    m = load_manifest_file(MANIFEST)
+    rebuilt = Capabilities.from_manifest({**m, "image": {"ref": "x", "id": "sha256:" + "b" * 64},
+                                          "python_modules": [x for x in m["python_modules"] if x != "openpyxl"]})
+    again = triage_root(root, rebuilt, cache_directory=cdir)
+    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0) and len(list(cdir.iterdir())) == 1
+    assert codes({x["id"]: x for x in again.tasks}["ok-file-cli"]) == {"missing_python_module"}
+    # Another Python version: another file, nothing reused (syntax is checked with its grammar).
+    other = Capabilities.from_manifest({**m, "python": {**m["python"], "version": "3.9.2"}})
     assert triage_root(root, other, cache_directory=cdir).stats.cache_hits == 0
     assert len(list(cdir.iterdir())) == 2
 

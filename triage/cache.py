@@ -1,10 +1,13 @@
-"""Triage cache: one file per image id, ~/.cache/shinken/triage/<image-id>.json.
+"""Triage cache: one file per Python version of the images triaged against,
+~/.cache/shinken/triage/py<X.Y>.json.
 
 `entries` maps an analysis key (bundle hash + folder name, since the loader's id
-checks depend on the name) to the image-independent analysis; `stat` maps a folder
-path to (stat fingerprint, analysis key) so an unchanged folder is not even re-hashed.
-A different image id means a different file; a different ANALYSIS_VERSION or image
-Python version empties it."""
+checks depend on the name) to the analysis, which depends on the bundle and the image's
+Python version only (syntax is checked with its grammar); everything else about the image
+is matched afresh on every run. So triaging against a rebuilt image (same Python) is a
+re-run, not a cold analysis. `stat` maps a folder path to (stat fingerprint, analysis key)
+so an unchanged folder is not even re-hashed. A different ANALYSIS_VERSION or code
+fingerprint empties it."""
 
 from __future__ import annotations
 
@@ -48,10 +51,10 @@ def entry_key(bundle_hash: str, folder: str) -> str:
 
 
 class TriageCache:
-    def __init__(self, image_id: str, python: str, directory: Path | None = None) -> None:
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", image_id or "no-image-id")
-        self.path = (directory or cache_dir()) / f"{safe}.json"
-        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "image_id": image_id, "python": python}
+    def __init__(self, python: str, directory: Path | None = None) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", python or "unknown")
+        self.path = (directory or cache_dir()) / f"py{safe}.json"
+        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "python": python}
         self.entries: dict[str, dict[str, Any]] = {}
         self.stat: dict[str, list[str]] = {}
         self.dirty = False

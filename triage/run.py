@@ -199,7 +199,7 @@ def _triage_root(
     st.folders = len(folders) + len(links)
     py = caps.python_version
     pyver = f"{py[0]}.{py[1]}"
-    cache = TriageCache(caps.id, pyver, cache_directory) if use_cache else None
+    cache = TriageCache(pyver, cache_directory) if use_cache else None
     if cache is not None:
         cache.load()
 
