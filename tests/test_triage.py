@@ -559,17 +559,18 @@ def test_against_real_linux_image_manifest(linux_image: str, demo_root: Path, tm
 
 
 def test_runnable_share_script_reports_before_and_after(repo_root: Path) -> None:
-    """benchmarks/runnable_share.py on a small release-shaped corpus, two manifests: the
-    fixture (no Impress, GIMP, browser) and the pinned sandbox-cua one."""
-    pinned = repo_root / "benchmarks" / "data" / "sandbox-cua-889314ac40e1.manifest.json"
+    """benchmarks/runnable_share.py on a small release-shaped corpus against the two pinned
+    sandbox-cua manifests: before (no browser, VLC, ffmpeg, ...) and after the coverage work."""
+    data = repo_root / "benchmarks" / "data"
     r = subprocess.run([sys.executable, str(repo_root / "benchmarks" / "runnable_share.py"), "--n", "300",
-                        "--before", str(MANIFEST), "--after", str(pinned), "--json"],
+                        "--before", str(data / "sandbox-cua-889314ac40e1.manifest.json"),
+                        "--after", str(data / "sandbox-cua-208cad1fcb31.manifest.json"), "--json"],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     doc = orjson.loads(r.stdout)
     assert doc["corpus"]["tasks"] == 300
     b, a = doc["before"], doc["after"]
-    assert a["image"] == "shinken/sandbox-cua:889314ac40e1" and b["image"] == "shinken/sandbox-linux:fixture"
+    assert (b["image"], a["image"]) == ("shinken/sandbox-cua:889314ac40e1", "shinken/sandbox-cua:208cad1fcb31")
     for side in (b, a):
         for scenario in ("image_only", "with_hub_and_judge"):
             x = side[scenario]
@@ -577,9 +578,12 @@ def test_runnable_share_script_reports_before_and_after(repo_root: Path) -> None
             assert sum(c["tasks"] for c in x["by_class"].values()) == 300
         # The hub and the judge only add runnable tasks.
         assert side["with_hub_and_judge"]["runnable"] >= side["image_only"]["runnable"]
-    assert a["image_only"]["share"] > b["image_only"]["share"]  # the cua image has the office apps, GIMP
-    top = {(x["code"], x["subject"]) for x in a["image_only"]["top_blockers"]}
-    assert ("missing_app", "chrome") in top  # what the pinned image lacks most
+    assert a["image_only"]["share"] > b["image_only"]["share"]
+    before = {(x["code"], x["subject"]) for x in b["image_only"]["top_blockers"]}
+    after = {(x["code"], x["subject"]) for x in a["image_only"]["top_blockers"]}
+    assert ("missing_app", "chrome") in before and ("missing_app", "chrome") not in after
+    assert ("missing_app", "vscode") in after  # not on these registries (image build --extra)
+    assert a["with_hub_and_judge"]["by_class"]["mock_web"]["runnable"] == a["with_hub_and_judge"]["by_class"]["mock_web"]["tasks"]
 
 
 def test_docs_list_every_reason_code(repo_root: Path) -> None:
