@@ -292,3 +292,44 @@ def test_probe_with_and_without_a_judge(docker_client, linux: str, tmp_path: Pat
         assert len(srv.requests) == 2 and {q["body"]["model"] for q in srv.requests} == {"jm"}
     # The relay's folder went with the process.
     assert not list((tmp_path / "rt" / "tempdirs").glob("*.json"))
+
+
+@pytest.mark.docker
+def test_workspace_engine_scores_with_the_judge_from_its_config(docker_client, linux: str, tmp_path: Path,
+                                                                runtime: Path, monkeypatch) -> None:
+    """The resources server's engine (ComputerEngine.from_env, which the server's config keys
+    shinken_judge_url/shinken_judge_model feed): a rollout that completes the task scores 1.0
+    through the judge; a judge that fails masks the sample instead of scoring it."""
+    from shinken.computer.engine import ComputerEngine
+    from shinken.judge.relay import close_shared
+
+    root = tmp_path / "tasks"
+    _bundle(root, "judge-plain", PLAIN_REWARD)  # the golden of the sandbox test above, when it ran
+    with JudgeServer(api_key=HOST_KEY) as srv:
+        monkeypatch.setenv("CUA_GYM_TASKS", str(root))
+        monkeypatch.setenv("SHINKEN_IMAGE", linux)
+        monkeypatch.setenv("SHINKEN_STATE_FIDELITY", "filesystem")
+        monkeypatch.setenv("SHINKEN_JUDGE_URL", srv.url)
+        monkeypatch.setenv("SHINKEN_JUDGE_MODEL", "server-model")
+        eng = ComputerEngine.from_env(keep_goldens_on_close=True)
+        try:
+            assert eng.provider.judge == JudgeConfig(srv.url, "server-model")
+            gen = eng.seed("s1", "judge-plain")
+            eng.tool("s1", gen, "computer_exec", {"command": "echo DONE > /home/user/state.txt"})
+            res = eng.verify("s1", gen)
+            assert (res.reward, res.mask_sample) == (1.0, False), res
+            assert srv.requests[-1]["body"]["model"] == "server-model"
+        finally:
+            eng.close()
+        monkeypatch.setenv("SHINKEN_JUDGE_MODEL", "broken")
+        eng = ComputerEngine.from_env(keep_goldens_on_close=True)
+        try:
+            gen = eng.seed("s2", "judge-plain")
+            res = eng.verify("s2", gen)
+            assert res.mask_sample and res.failure_kind == "reward_judge_error", res
+        finally:
+            eng.close()
+            close_shared()
+    monkeypatch.delenv("SHINKEN_JUDGE_URL")
+    with pytest.raises(ShinkenError, match="SHINKEN_JUDGE_MODEL .shinken_judge_model. needs SHINKEN_JUDGE_URL"):
+        ComputerEngine.from_env()
