@@ -54,7 +54,8 @@ class Outcome:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Outcome":
-        return cls(**{k: doc.get(k) for k in cls.__dataclass_fields__})
+        values: dict[str, Any] = {k: doc.get(k) for k in cls.__dataclass_fields__}
+        return cls(**values)
 
 
 def main_file_of(path: Path) -> Path:
@@ -179,12 +180,14 @@ def read_file(path: Path) -> list[Outcome]:
         if not tid:
             raise ShinkenError(f"{path}:{n}: the rollout names no task_id and no materialized inputs beside it "
                                "do; profile rollouts of rows made by `shinken make-workspace`")
-        response = doc.get("response") if isinstance(doc.get("response"), dict) else {}
+        got = doc.get("response")
+        response: dict[str, Any] = got if isinstance(got, dict) else {}
         output = response.get("output") if isinstance(response.get("output"), list) else None
         turns, calls = _steps(output) if output is not None else (None, None)
         tin, tout, ttot = _usage(response)
-        reward = doc.get("reward")
-        reward = float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None
+        raw_reward = doc.get("reward")
+        reward = float(raw_reward) if isinstance(raw_reward, (int, float)) and not isinstance(raw_reward, bool) else None
+        kind: str | None
         if doc.get(FAILURE_CLASS) or sidecar:
             status, kind = "failed", str(doc.get(FAILURE_CLASS) or doc.get("failure_kind") or "failed")
             key = f"fail:{slot}" if slot else "fail:" + hashlib.sha256(raw).hexdigest()
