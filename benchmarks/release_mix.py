@@ -1,13 +1,13 @@
 """What the synthetic release's scripts use, app by app: the reward's imports and the
 programs it calls, and what the setup starts. The mix follows what is known of the real
-release (/work's reference: a published AST scan of all 10,910 rewards lists the modules
+release (a published AST scan of all 10,910 rewards lists the modules
 below; 9 GIMP rewards call xcf2png, 2 want torch; desktop setups start their app through a
 `launch_gui` helper; web tasks POST their state to a `__CUA_GYM_<APP>_URL__` mock and open
 it in Chrome). The published scan gives no counts, so the weights and probabilities here
 are estimates, written down so a share measured on this corpus says what it assumes.
 
-An app entry: (weight, setup kinds with weights, what the setup launches, reward uses).
-A use: (probability, import line or None, a line of check() that exercises it)."""
+App: its weight in the mix, setup kinds with weights, the command its setup starts it with,
+what its reward uses. Use: a probability, the import lines and the lines of check() it adds."""
 
 from __future__ import annotations
 

@@ -192,7 +192,7 @@ def _task_files(rng: random.Random, tid: str) -> dict[str, bytes]:
         # Seeded state holds URLs that are data (avatars), never fetched.
         data["user"] = {"name": "Demo User", "avatar": f"https://avatars.example-cdn.net/{tid[:6]}.png"}
         setup = _SETUP_WEB.format(mock=app.mock, data=repr(data))
-        setup += _LAUNCH_GUI.format(launch=f'google-chrome "{{BASE_URL}}/?sid={{sid}}"')
+        setup += _LAUNCH_GUI.format(launch='google-chrome "{BASE_URL}/?sid={sid}"')
     elif kind == "py":
         setup = _SETUP_PY.format(data=repr(data), name=doc_name)
         if app.launch:
