@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from shinken.bundles.loader import load_bundle
-from shinken.bundles.model import Bundle
+from shinken.bundles.model import Bundle, SetupStep
 from shinken.triage import pyscan, shell
 from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
 from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
@@ -102,7 +102,7 @@ def _classify(needs: list[list[Any]]) -> str:
     return "file_cli"
 
 
-def _step_needs(steps, where: str) -> list[list[Any]]:
+def _step_needs(steps: list[SetupStep], where: str) -> list[list[Any]]:
     needs: list[list[Any]] = []
     for st in steps:
         w = f"{where}[{st.index}] {st.type}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Calls that start programs -> index of the command argument (-1: all positional args are
@@ -110,7 +111,8 @@ class Scope:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return self.text(node.left, depth + 1)
         if isinstance(node, ast.Name):
-            return self._bound(node.id, self.text, depth)
+            bound = self._bound(node.id, self.text, depth)
+            return bound if isinstance(bound, str) else None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
                 "format", "strip", "rstrip"):
             return self.text(node.func.value, depth + 1)
@@ -136,7 +138,8 @@ class Scope:
             return self._bound(node.id, self.command, depth)
         return self.text(node, depth)
 
-    def _bound(self, name: str, read, depth: int):
+    def _bound(self, name: str, read: Callable[[ast.expr, int], list[str] | str | None],
+               depth: int) -> list[str] | str | None:
         """The first value bound to `name` that `read` can work out."""
         for v in self.values.get(name, ()):
             r = read(v, depth + 1)
@@ -201,9 +204,9 @@ class _Scan:
                 for t in s.targets:
                     self.scope.add(t, s.value)
                 if len(s.targets) == 1 and isinstance(s.value, (ast.Constant, ast.JoinedStr)):
-                    t = self.scope.text(s.value)
-                    if t and _URL_START.match(t):
-                        self.flow.url_constants.append((t, s.lineno))
+                    value = self.scope.text(s.value)
+                    if value and _URL_START.match(value):
+                        self.flow.url_constants.append((value, s.lineno))
             elif isinstance(s, ast.AnnAssign) and s.value is not None:
                 self.scope.add(s.target, s.value)
             elif isinstance(s, ast.ImportFrom) and s.module == "subprocess":

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+from typing import Any, Callable, Dict, List, Tuple
 
 ENV_FILE = "/tmp/reward_env"
 ERROR_MARK = "SHINKEN_JUDGE_ERROR:"
@@ -47,7 +48,7 @@ _VISION_SYSTEM_PROMPT = (
 )
 
 
-def _load_env_file(path=ENV_FILE):
+def _load_env_file(path: str = ENV_FILE) -> None:
     """KEY=VALUE lines written by shinken; variables already set win."""
     try:
         with open(path) as fh:
@@ -64,18 +65,18 @@ _load_env_file()
 
 
 class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path, timeout):
+    def __init__(self, path: str, timeout: float) -> None:
         http.client.HTTPConnection.__init__(self, "localhost", timeout=timeout)
         self._path = path
 
-    def connect(self):
+    def connect(self) -> None:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.settimeout(self.timeout)
         s.connect(self._path)
         self.sock = s
 
 
-def _endpoint():
+def _endpoint() -> Tuple[Callable[[], http.client.HTTPConnection], str]:
     """(connection factory, request path prefix) for OPENAI_BASE_URL."""
     base = os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
     u = urllib.parse.urlsplit(base)
@@ -84,13 +85,13 @@ def _endpoint():
         path = urllib.parse.unquote(u.netloc)
         return (lambda: _UnixHTTPConnection(path, _TIMEOUT_S)), prefix
     if u.scheme == "https":
-        return (lambda: http.client.HTTPSConnection(u.hostname, u.port, timeout=_TIMEOUT_S)), prefix
+        return (lambda: http.client.HTTPSConnection(u.hostname or "", u.port, timeout=_TIMEOUT_S)), prefix
     if u.scheme == "http":
-        return (lambda: http.client.HTTPConnection(u.hostname, u.port, timeout=_TIMEOUT_S)), prefix
+        return (lambda: http.client.HTTPConnection(u.hostname or "", u.port, timeout=_TIMEOUT_S)), prefix
     raise ValueError("OPENAI_BASE_URL %r: not an http(s) or http+unix URL" % base)
 
 
-def _chat(messages, max_tokens):
+def _chat(messages: List[Dict[str, Any]], max_tokens: int) -> str:
     """The text of the first choice of a chat completion."""
     model = os.environ.get("SHINKEN_JUDGE_MODEL") or os.environ.get("OPENAI_MODEL") or "default"
     body = json.dumps({"model": model, "messages": messages, "temperature": _TEMPERATURE,
@@ -113,7 +114,7 @@ def _chat(messages, max_tokens):
     return (doc["choices"][0]["message"]["content"] or "").strip()
 
 
-def _score(text):
+def _score(text: str) -> float:
     try:
         value = float(json.loads(text)["score"])
     except (ValueError, KeyError, TypeError):
@@ -124,8 +125,8 @@ def _score(text):
     return max(0.0, min(1.0, value))
 
 
-def _judge(label, messages, max_tokens):
-    last = None
+def _judge(label: str, messages: List[Dict[str, Any]], max_tokens: int) -> float:
+    last: Exception = RuntimeError("no attempt made")
     for attempt in range(_RETRIES + 1):
         try:
             text = _chat(messages, max_tokens)
@@ -141,7 +142,7 @@ def _judge(label, messages, max_tokens):
     return 0.0
 
 
-def call_llm_judge(task_instruction, success_criteria, state_excerpt, max_tokens=300):
+def call_llm_judge(task_instruction: str, success_criteria: str, state_excerpt: str, max_tokens: int = 300) -> float:
     """Score how well `state_excerpt` (usually JSON) meets `success_criteria`: 0.0-1.0."""
     prompt = ("TASK: %s\n\nSUCCESS CRITERIA:\n%s\n\nSTATE TO EVALUATE:\n%s\n\nScore 0.0-1.0 based on how well the "
               "state meets the success criteria.\nRespond with JSON only: {\"score\": <float>, \"reasoning\": \"<brief>\"}"
@@ -154,16 +155,17 @@ _MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif
          ".webp": "image/webp", ".bmp": "image/bmp"}
 
 
-def _image_part(path):
+def _image_part(path: str) -> Dict[str, Any]:
     with open(path, "rb") as fh:
         b64 = base64.b64encode(fh.read()).decode("ascii")
     mime = _MIME.get(os.path.splitext(path)[1].lower(), "image/png")
     return {"type": "image_url", "image_url": {"url": "data:%s;base64,%s" % (mime, b64)}}
 
 
-def _vision(label, task_instruction, before, after, success_criteria, max_tokens):
+def _vision(label: str, task_instruction: str, before: List[Dict[str, Any]], after: List[Dict[str, Any]],
+            success_criteria: str, max_tokens: int) -> float:
     criteria = "\n\nADDITIONAL SUCCESS CRITERIA:\n%s" % success_criteria if success_criteria else ""
-    content = [{"type": "text", "text": "TASK: %s%s\n\nBEFORE (initial state):" % (task_instruction, criteria)}]
+    content: List[Dict[str, Any]] = [{"type": "text", "text": "TASK: %s%s\n\nBEFORE (initial state):" % (task_instruction, criteria)}]
     content += before
     content.append({"type": "text", "text": "AFTER (result after the agent acted):"})
     content += after
@@ -173,7 +175,8 @@ def _vision(label, task_instruction, before, after, success_criteria, max_tokens
                           {"role": "user", "content": content}], max_tokens)
 
 
-def call_vision_judge(task_instruction, initial_image, result_image, success_criteria="", max_tokens=400):
+def call_vision_judge(task_instruction: str, initial_image: str, result_image: str, success_criteria: str = "",
+                      max_tokens: int = 400) -> float:
     """Compare a BEFORE and an AFTER image (paths in this machine): 0.0-1.0."""
     for path, what in ((initial_image, "initial"), (result_image, "result")):
         if not os.path.isfile(path):
@@ -184,9 +187,9 @@ def call_vision_judge(task_instruction, initial_image, result_image, success_cri
                    success_criteria, max_tokens)
 
 
-def _frames(video, n):
+def _frames(video: str, n: int) -> List[Dict[str, Any]]:
     """`n` frames spread over `video`, as image parts (ffmpeg)."""
-    out = []
+    out: List[Dict[str, Any]] = []
     tmp = tempfile.mkdtemp(prefix="judge-frames-")
     try:
         probe = subprocess.run(["ffprobe", "-v", "error", "-show_entries", "format=duration", "-of",
@@ -205,8 +208,8 @@ def _frames(video, n):
     return out
 
 
-def call_video_vision_judge(task_instruction, initial_video, result_video, success_criteria="", num_frames=3,
-                            max_tokens=500):
+def call_video_vision_judge(task_instruction: str, initial_video: str, result_video: str, success_criteria: str = "",
+                            num_frames: int = 3, max_tokens: int = 500) -> float:
     """Compare key frames of a BEFORE and an AFTER video: 0.0-1.0."""
     for path, what in ((initial_video, "initial"), (result_video, "result")):
         if not os.path.isfile(path):
