@@ -8,7 +8,6 @@ from typing import Any
 
 KNOWN_STEP_TYPES = ("download", "execute", "launch", "open", "sleep")
 TASK_HOME = "/home/user"  # the task machine's home and the working directory of every step
-SETUP_SUFFIXES = (".py", ".sh", ".xlsx", ".docx", ".pptx")
 TASK_FILE_NAMES = ("task.json", "config.json")  # task.json wins when both exist
 
 # Defect codes. Fatal ones make a bundle unusable (triage verdict `defective`);

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.status import Status
 from rich.table import Table
 
-from shinken.cli.common import JsonFlag, Output, add_command, err, group
-from shinken.cli.image import CaBundleOpt, _StatusProgress
+from shinken.cli.common import JsonFlag, Output, add_command, group
+from shinken.cli.image import CaBundleOpt, build_progress
 from shinken.errors import EnvironmentProblem, ShinkenError
 
 app = group("Build and run the CUA-Gym-Hub mock web apps that web tasks use.")
@@ -71,11 +70,8 @@ def build(
 
     output = Output(json_out)
     wanted = _apps_list(apps)
-    if err.is_terminal:
-        with Status("hub", console=err) as status:
-            result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=_StatusProgress(status, verbose))
-    else:
-        result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=_StatusProgress(None, verbose))
+    with build_progress(output, "hub", verbose) as progress:
+        result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=progress)
     built = sum(not a.cached for a in result.apps)
     output.note(f"{result.tag}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s "
                 f"({built} of {len(result.apps)} app(s) built, the rest cached)")

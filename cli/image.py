@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -10,7 +12,7 @@ import typer
 from rich.status import Status
 from rich.table import Table
 
-from shinken.cli.common import JsonFlag, Output, add_command, err, group
+from shinken.cli.common import JsonFlag, Output, add_command, group
 
 app = group("Build and inspect task images.")
 
@@ -34,16 +36,28 @@ CaBundleOpt = Annotated[
 class _StatusProgress:
     """Build output to stderr: step lines and errors printed, everything else in a live status line."""
 
-    def __init__(self, status: Status | None, verbose: bool) -> None:
+    def __init__(self, output: Output, status: Status | None, verbose: bool) -> None:
+        self.output = output
         self.status = status
         self.verbose = verbose
 
     def __call__(self, line: str) -> None:
         line = line.rstrip()
         if self.verbose or line.startswith(("Step ", "building ", "adopting ", "debootstrap", "docker import")):
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
+            self.output.note(line)
         if self.status is not None:
             self.status.update(f"[dim]{line[:150]}[/]")
+
+
+@contextmanager
+def build_progress(output: Output, label: str, verbose: bool) -> Iterator[_StatusProgress]:
+    """The progress callable for a build: a live status line on a terminal; in logs (CI)
+    none, since rich would hold the prints back until the end."""
+    if output.live:
+        with Status(label, console=output.err) as status:
+            yield _StatusProgress(output, status, verbose)
+    else:
+        yield _StatusProgress(output, None, verbose)
 
 
 def build(
@@ -80,13 +94,9 @@ def build(
         jobs = [(n, lambda progress, n=n: build_image(n, ca_bundle=ca_bundle, progress=progress)) for n in names]
     results = []
     for n, job in jobs:
-        if err.is_terminal:
-            with Status(f"image {n}", console=err) as status:
-                outcome = job(_StatusProgress(status, verbose))
-        else:
-            # no live status line in logs (CI): rich would hold the prints back until the end
-            outcome = job(_StatusProgress(None, verbose))
-        err.print(f"{outcome.tag}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s")
+        with build_progress(output, f"image {n}", verbose) as progress:
+            outcome = job(progress)
+        output.note(f"{outcome.tag}: {'cached' if outcome.cached else 'built'} in {outcome.seconds:.1f}s")
         results.append({"name": outcome.name, "tag": outcome.tag, "latest": outcome.tag.split(":")[0] + ":latest",
                         "id": outcome.image_id, "content_hash": outcome.content_hash,
                         "cached": outcome.cached, "seconds": round(outcome.seconds, 2)})

@@ -3,10 +3,10 @@ so each exec is one round trip (no script upload) and the host never runs bundle
 
 from __future__ import annotations
 
+from shinken.bundles.model import TASK_HOME as HOME  # the task machine's home
+
 USER = "user"  # the unprivileged account untrusted code runs as (images/core creates it)
-HOME = "/home/user"
 SESSION_ENV = "/tmp/shinken-session.env"  # written by shinken-desktop-up (DISPLAY, D-Bus)
-LAUNCH_DIR = "/tmp/.shinken-launch"  # one pid file per launched session (= its sid)
 REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not writable, by `user`
 
 # Every exec runs under this wrapper: `bash -c OUTER shinken <timeout> <nonce> argv...`.
@@ -46,7 +46,7 @@ exit "$rc"
 """
 
 # A launched program gets its own session (setsid) so everything it spawns is
-# attributable at commit time: the session id is written to LAUNCH_DIR/<sid>.
+# attributable at commit time: the session id is written to /tmp/.shinken-launch/<sid>.
 LAUNCH = r"""mkdir -p /tmp/.shinken-launch 2>/dev/null
 echo $$ > /tmp/.shinken-launch/$$
 if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi

@@ -161,7 +161,7 @@ class _Walker:
                 for name, line in self.names([s]):
                     if name != "__future__":
                         self.imports.append(([name], line))
-            elif isinstance(s, ast.Try) or type(s).__name__ == "TryStar":
+            elif isinstance(s, (ast.Try, ast.TryStar)):
                 if any(_handler_catches_import(h) for h in s.handlers):
                     tried = self.names(s.body)
                     fallback = [n for h in s.handlers for n in self.names(h.body)]
