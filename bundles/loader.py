@@ -8,7 +8,7 @@ import hashlib
 import os
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import fastjsonschema
 import orjson
@@ -48,7 +48,7 @@ def _step_validators() -> dict[str, Any]:
 _STEP_VALIDATORS: dict[str, Any] | None = None
 
 
-def _step_validator(kind: str):
+def _step_validator(kind: str) -> Callable[[Any], Any] | None:
     global _STEP_VALIDATORS
     if _STEP_VALIDATORS is None:
         _STEP_VALIDATORS = _step_validators()
@@ -185,7 +185,7 @@ def _plainly_valid(kind: str, p: dict[str, Any]) -> bool:
         return type(p.get("path")) is str
     if kind == "sleep":
         sec = p.get("seconds")
-        return _is_num(sec) and 0 <= sec <= 600
+        return isinstance(sec, (int, float)) and not isinstance(sec, bool) and 0 <= sec <= 600
     return False
 
 
@@ -213,8 +213,9 @@ def _parse_steps(items: Any, where: str, path: str, defects: list[Defect]) -> li
             # only lets the ordinary shapes through without it.
             check = _step_validator(step.type)
             try:
-                check(params)
-            except fastjsonschema.JsonSchemaException as exc:
+                if check is not None:
+                    check(params)
+            except fastjsonschema.JsonSchemaValueException as exc:
                 defects.append(Defect("schema", f"{where}[{i}] ({step.type}): {exc.message}", path))
         steps.append(step)
     return steps
@@ -309,7 +310,7 @@ def _layout(folder: Path, task_name: str | None, files: dict[str, int]) -> str:
 _TASK_VALIDATOR = None
 
 
-def _task_validator():
+def _task_validator() -> Callable[[Any], Any]:
     global _TASK_VALIDATOR
     if _TASK_VALIDATOR is None:
         _TASK_VALIDATOR = validator("task")
@@ -327,7 +328,7 @@ def load_bundle(folder: str | os.PathLike[str]) -> Bundle:
     parsed_ok = False  # `{}` is a valid object that must still meet the schema
     task_path = folder / task_name if task_name else None
     tpath = os.path.join(fs, task_name) if task_name else fs
-    if task_path is None:
+    if task_name is None or task_path is None:
         defects.append(Defect("missing_task_file", "neither task.json nor config.json", fs))
     elif files[task_name] > MAX_TASK_FILE:
         defects.append(Defect("too_large", f"task file is {files[task_name]} bytes", tpath))
@@ -350,7 +351,7 @@ def load_bundle(folder: str | os.PathLike[str]) -> Bundle:
     if parsed_ok:
         try:
             _task_validator()(raw)
-        except fastjsonschema.JsonSchemaException as exc:
+        except fastjsonschema.JsonSchemaValueException as exc:
             defects.append(Defect("schema", exc.message, tpath))
         extra = sorted(k for k in raw if k not in KNOWN_TOP_LEVEL)
         if extra:
@@ -364,7 +365,8 @@ def load_bundle(folder: str | os.PathLike[str]) -> Bundle:
     if isinstance(instruction, str) and not instruction.strip():
         defects.append(Defect("empty_instruction", "instruction is empty", tpath))
 
-    evaluator = raw.get("evaluator") if isinstance(raw.get("evaluator"), dict) else {}
+    ev = raw.get("evaluator")
+    evaluator: dict[str, Any] = ev if isinstance(ev, dict) else {}
     setup = _parse_steps(raw.get("config"), "config", tpath, defects)
     postconfig = _parse_steps(evaluator.get("postconfig"), "evaluator.postconfig", tpath, defects)
     post_fork = _parse_steps(raw.get("shinken_post_fork"), "shinken_post_fork", tpath, defects)

@@ -280,5 +280,5 @@ def stat_key(folder: str, names: list[str] | None = None) -> tuple[str, list[str
     return f"{len(names)}:{crc:x}:{hash(tuple(ints)) & (2**64 - 1):x}", names
 
 
-def _name(e: os.DirEntry) -> str:
+def _name(e: os.DirEntry[str]) -> str:
     return e.name

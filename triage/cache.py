@@ -56,7 +56,7 @@ class TriageCache:
         self.path = (directory or cache_dir()) / f"py{safe}.json"
         self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "python": python}
         self.entries: dict[str, dict[str, Any]] = {}
-        self.stat: dict[str, list[str]] = {}
+        self.stat: dict[str, list[Any]] = {}  # folder -> [stat key, entry key, entry names]
         self.dirty = False
 
     def load(self) -> None:

@@ -79,7 +79,7 @@ class Evaluator:
             misses = [(a, self._module_missing(a)) for a in alts]
             if not all(m for _, m in misses):
                 return None
-            code = misses[0][1]
+            code = misses[0][1] or "missing_python_module"  # every alternative misses here
             subject = alts[0] if len(alts) == 1 else " | ".join(alts)
             label = " or ".join(_module_label(a) for a in alts)
             if code == "needs_newer_python":

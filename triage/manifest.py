@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 
 from shinken.errors import EnvironmentProblem, ShinkenError
@@ -14,7 +14,7 @@ def check_manifest(doc: Any, where: str) -> dict[str, Any]:
     if err:
         raise ShinkenError(f"{where}: not a valid capability manifest ({err}); "
                            "regenerate it with `shinken image inspect IMAGE --json`")
-    return doc
+    return cast(dict[str, Any], doc)
 
 
 def load_manifest_file(path: Path) -> dict[str, Any]:

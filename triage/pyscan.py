@@ -351,7 +351,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
             facts.marker, facts.marker_detail = "lowercase", "prints `reward:` in lower/mixed case"
         elif _marker_lines(SOURCE_TOTAL_SCORE, src):
             facts.marker, facts.marker_detail = "total_score", "prints `Total score: X`, no `REWARD:` line"
-        elif w is not None and w.count_bare_prints(tree):
+        elif w is not None and tree is not None and w.count_bare_prints(tree):
             facts.marker, facts.marker_detail = "bare_number", "prints a bare value, no `REWARD:` line"
         elif tree is not None:
             facts.marker, facts.marker_detail = "no_marker", "no `REWARD:` print anywhere"

@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from shinken.bundles.loader import discover_entries
 from shinken.triage.analyze import analyze_folder, stat_key, symlink_folder_result
@@ -96,7 +96,7 @@ def _pool(n: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init)
 
 
-def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int):
+def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int) -> Iterator[list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]]:
     """Yield analysed chunks. A worker that dies (OOM kill, a crash in a C extension on a
     hostile file) breaks the whole pool: the unfinished chunks are retried in a fresh pool,
     and chunks that break that one too are redone one folder per process, so only a folder
