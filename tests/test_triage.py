@@ -515,6 +515,19 @@ webbrowser.open("https://help.example-docs.net/start")
     assert flow2.unresolved_fetch and [u for u, _ in flow2.url_constants] == ["https://svc.example-data.net"]
 
 
+def test_instruction_urls_count_only_where_the_agent_goes() -> None:
+    from shinken.triage.urls import instruction_url_needs
+
+    goes = ["Go to https://www.example-wiki.net and find the capital", "Open the page https://x.example.net/a",
+            "Download the CSV from https://data.example-gov.net/x.csv", "Search https://scholar.example.net for it",
+            "Read the article at https://news.example.net/a and summarise it", "Log in to https://crm.example.net"]
+    data = ["Add the link https://meet.example-video.net/abc to the event",
+            "Send Bob an email with the link https://docs.example.net/x", "Save https://a.example.net as a bookmark",
+            "Open the spreadsheet and paste https://files.example.net/q3 into cell B2"]
+    assert [bool(instruction_url_needs(t)) for t in goes] == [True] * len(goes)
+    assert [bool(instruction_url_needs(t)) for t in data] == [False] * len(data)
+
+
 def test_shell_urls_count_only_when_fetched_or_opened() -> None:
     def net(cmd, f=command_needs):
         return sorted({n[1][0] for n in f(cmd, "t") if n[0] in ("network", "mock_host")})

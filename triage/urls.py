@@ -94,10 +94,12 @@ def mock_needs(data: bytes, where: str) -> list[Need]:
 
 
 # An instruction's URL is fetched only when the agent is told to go there; a meeting link or
-# an address to type into a form is data. A navigation verb shortly before the URL decides.
+# an address to type into a form is data. A navigation verb at most three words before the
+# URL ("open the page", "read the article at") decides.
 _NAV = re.compile(
     r"(?i)\b(?:open|visit|go\s+to|navigate\s+to|browse\s+to|browse|head\s+to|load|download|fetch|retrieve|"
-    r"access|log\s*in\s+(?:to|at)|sign\s+in\s+(?:to|at)|from)\b[^.\n]{0,40}$")
+    r"access|log\s*in\s+(?:to|at)|sign\s+(?:in|up)\s+(?:to|at|on)|register\s+(?:at|on)|search|look\s+up|"
+    r"read|watch|play|stream|scrape|crawl|from)(?:[ \t]+[^\s.]+){0,3}[ \t]+$")
 
 
 def instruction_url_needs(text: str, where: str = "instruction") -> list[Need]:
