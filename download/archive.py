@@ -28,14 +28,17 @@ import shutil
 import stat
 import threading
 from zlib import adler32
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Callable, Sequence
 
 import zstandard
 
 from shinken.errors import ShinkenError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 from shinken.runtime import OWNER_MARKER, Owner, register_temp_dir, unregister_temp_dir
 
 DEFAULT_MAX_TOTAL_BYTES = 8 * 1024**3  # the release is ~294 MB
@@ -131,12 +134,13 @@ class _Chunks:
         self._stop = False
         self.consumed_compressed = 0
         if threaded:
-            self._q: queue.Queue = queue.Queue(maxsize=4)
+            self._q: queue.Queue[tuple[bytes | BaseException, int]] = queue.Queue(maxsize=4)
             self._t = threading.Thread(target=self._run, name="shinken-unzstd", daemon=True)
             self._t.start()
 
     def _read(self) -> bytes:
-        return self._reader.read(READ_SIZE)
+        chunk: bytes = self._reader.read(READ_SIZE)
+        return chunk
 
     def _run(self) -> None:
         try:
@@ -237,7 +241,7 @@ class _Extractor:
             raise _Refused(name, "a file replaces a folder of the same name")
 
     # -- the main loop --------------------------------------------------------------
-    def run(self, chunks: _Chunks, on_chunk) -> None:
+    def run(self, chunks: _Chunks, on_chunk: Callable[["_Extractor"], None]) -> None:
         buf = b""
         pos = 0
         long_name: bytes | None = None
@@ -525,12 +529,11 @@ def _clean_stale_partials(dest: Path) -> None:
         shutil.rmtree(e.path, ignore_errors=True)
 
 
-def _progress(enabled: bool, total: int):
+def _progress(enabled: bool, total: int) -> AbstractContextManager[Progress | None]:
     if not enabled:
         return nullcontext(None)
     from rich.console import Console
-    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     return Progress(
         TextColumn("[bold]extract[/] {task.description}"),
@@ -543,6 +546,16 @@ def _progress(enabled: bool, total: int):
         transient=False,
         refresh_per_second=8,
     )
+
+
+def _no_progress(e: "_Extractor") -> None:
+    return None
+
+
+def _chunk_progress(bar: Progress, task: TaskID, chunks: _Chunks, offset: int) -> Callable[["_Extractor"], None]:
+    def on_chunk(e: _Extractor) -> None:
+        bar.update(task, completed=offset + chunks.consumed_compressed, members=e.members)
+    return on_chunk
 
 
 def _dest_ready(dest: Path, replace: bool) -> None:
@@ -571,8 +584,8 @@ def extract_archives(
     the new tree only once the new tree is complete. `extra_files` (name -> bytes) are
     written at the top of the tree before it is moved into place."""
     dest = Path(dest).absolute()
-    archives = [Path(a) for a in archives]
-    for a in archives:
+    paths = [Path(a) for a in archives]
+    for a in paths:
         if not a.is_file():
             raise ShinkenError(f"{a}: no such archive file")
     _dest_ready(dest, replace)
@@ -587,22 +600,18 @@ def extract_archives(
     root_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     done = False
     ex = _Extractor(root_fd, tmp, max_total_bytes, max_members)
-    total_size = sum(a.stat().st_size for a in archives)
+    total_size = sum(a.stat().st_size for a in paths)
     try:
         with _progress(progress, total_size) as bar:
-            task = bar.add_task(archives[0].name, total=total_size, members=0) if bar else None
+            task = bar.add_task(paths[0].name, total=total_size, members=0) if bar is not None else None
             offset = 0
-            for archive in archives:
+            for archive in paths:
                 with open(archive, "rb") as raw:
                     chunks = _Chunks(raw, threaded)
-                    if bar is not None:
+                    on_chunk: Callable[[_Extractor], None] = _no_progress
+                    if bar is not None and task is not None:
                         bar.update(task, description=archive.name)
-
-                        def on_chunk(e: _Extractor, _c=chunks, _o=offset) -> None:
-                            bar.update(task, completed=_o + _c.consumed_compressed, members=e.members)
-                    else:
-                        def on_chunk(e: _Extractor) -> None:
-                            return None
+                        on_chunk = _chunk_progress(bar, task, chunks, offset)
                     try:
                         ex.run(chunks, on_chunk)
                     except _Refused as exc:
@@ -616,7 +625,7 @@ def extract_archives(
                     finally:
                         chunks.close()
                     offset += archive.stat().st_size
-                    if bar is not None:
+                    if bar is not None and task is not None:
                         bar.update(task, completed=offset, members=ex.members)
             try:
                 ex.check_links()

@@ -22,7 +22,8 @@ import hashlib
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 import orjson
@@ -36,6 +37,9 @@ from shinken.download.source import ArchiveRecord, SourceInfo, card_metadata, wr
 from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
 from shinken.runtime import utc_now
 from shinken.schemas import check_own, dumps, validation_error, write_json
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 DEFAULT_REPO = "xlangai/CUA-Gym"
 REPO_TYPE = "dataset"
@@ -137,7 +141,8 @@ class HubErrors:
     def __enter__(self) -> "HubErrors":
         return self
 
-    def __exit__(self, typ, exc, tb) -> bool:
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc is None or isinstance(exc, ShinkenError):
             return False
         import httpx2
@@ -180,14 +185,16 @@ class HubErrors:
         return False
 
 
-def _list_remote(api, repo_id: str, commit: str) -> list[RemoteFile]:
+def _list_remote(api: HfApi, repo_id: str, commit: str) -> list[RemoteFile]:
     names = [p for p in api.list_repo_files(repo_id, repo_type=REPO_TYPE, revision=commit) if _wanted(p)]
     if not names:
         return []
+    from huggingface_hub.hf_api import RepoFile
+
     infos = api.get_paths_info(repo_id, names, repo_type=REPO_TYPE, revision=commit)
     out = []
     for i in infos:
-        if not hasattr(i, "blob_id"):
+        if not isinstance(i, RepoFile):
             continue  # a folder
         out.append(RemoteFile(path=i.path, size=int(i.size), blob_id=i.blob_id,
                               sha256=i.lfs.sha256 if i.lfs is not None else None))
@@ -280,7 +287,7 @@ def _already_extracted(dest: Path, archives: list[tuple[str, str]]) -> bool:
         return False
     if validation_error("extract_marker", doc):
         return False
-    return doc.get("archives") == dict(archives)
+    return bool(doc.get("archives") == dict(archives))
 
 
 def extract_verified(archives: list[tuple[Path, str]], dest: Path, commit: str, *, progress: bool,

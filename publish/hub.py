@@ -11,11 +11,15 @@ the hub: a refused commit leaves the repo exactly as the other writer left it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
 
 from shinken.download.hub import REPO_TYPE, HubErrors, hub_endpoint, hub_token
 from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
 from shinken.publish.files import LocalFile, is_managed
+
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
 
 
 @dataclass(slots=True)
@@ -43,12 +47,13 @@ class PublishErrors(HubErrors):
     """Download's error mapping plus what only writing can hit: a moved branch, a token
     without write access, a card the hub refuses, an upload that failed."""
 
-    def __init__(self, api, repo_id: str, revision: str, endpoint: str) -> None:
+    def __init__(self, api: HfApi, repo_id: str, revision: str, endpoint: str) -> None:
         super().__init__(repo_id, revision, endpoint)
         self.api = api
         self.parent: str | None = None
 
-    def __exit__(self, typ, exc, tb) -> bool:
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         if exc is None or isinstance(exc, ShinkenError):
             return False
         from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
