@@ -94,7 +94,7 @@ def _image_id(client: DockerClient, ref: str) -> str | None:
     return find_image(client, ref)
 
 
-def _tag_latest(client, image_id: str, repo: str) -> None:
+def _tag_latest(client: DockerClient, image_id: str, repo: str) -> None:
     if _image_id(client, f"{repo}:latest") != image_id:
         client.api.tag(image_id, repo, "latest")
 
@@ -125,7 +125,7 @@ def base_hash(mirror: str) -> str:
     return hashlib.sha256(f"{BASE_SUITE}|{BASE_VARIANT}|{mirror}|{RECIPE_VERSION}".encode()).hexdigest()[:12]
 
 
-def ensure_base(client=None, *, progress: Progress | None = None) -> str:
+def ensure_base(client: DockerClient | None = None, *, progress: Progress | None = None) -> str:
     """Image id of `shinken/base-bookworm:<hash>`, creating it with debootstrap when missing."""
     client = _client(client)
     mirror = apt_mirror()
@@ -141,11 +141,11 @@ def ensure_base(client=None, *, progress: Progress | None = None) -> str:
         if latest is not None and not (latest.labels or {}).get(LABEL_HASH):
             _say(progress, f"adopting existing {repo}:latest as {repo}:{h}")
             client.api.tag(latest.id, repo, h)
-            return latest.id
+            return str(latest.id)
         return _debootstrap_base(client, mirror, h, progress)
 
 
-def _debootstrap_base(client, mirror: str, h: str, progress: Progress | None) -> str:
+def _debootstrap_base(client: DockerClient, mirror: str, h: str, progress: Progress | None) -> str:
     if shutil.which("debootstrap") is None:
         raise EnvironmentProblem("building the base image needs debootstrap; run `apt-get install debootstrap`")
     if os.geteuid() != 0:
@@ -245,14 +245,14 @@ class BuildOutcome:
     seconds: float
 
 
-def ensure_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
+def ensure_image(name: str, *, client: DockerClient | None = None, ca_bundle: Path | str | None = None,
                  progress: Progress | None = None) -> str:
     """Image id of `shinken/sandbox-<name>` for the current sources, building it (and its parents)
     only when no image with the same content hash exists. Also points `:latest` at it."""
     return build_image(name, client=client, ca_bundle=ca_bundle, progress=progress).image_id
 
 
-def build_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
+def build_image(name: str, *, client: DockerClient | None = None, ca_bundle: Path | str | None = None,
                 progress: Progress | None = None, nocache: bool = False) -> BuildOutcome:
     if name not in BUILDABLE:
         raise ShinkenError(f"unknown image {name!r}; choose one of: {', '.join(IMAGE_NAMES)}")
@@ -287,7 +287,7 @@ def build_image(name: str, *, client=None, ca_bundle: Path | str | None = None,
 SANDBOX_EXECUTABLES = ("python3", "shinken-desktop-up", "shinken-a11y-dump", "Xvfb")
 
 
-def smoke_check(client, tag: str, required: tuple[str, ...] = SANDBOX_EXECUTABLES) -> None:
+def smoke_check(client: DockerClient, tag: str, required: tuple[str, ...] = SANDBOX_EXECUTABLES) -> None:
     """Before `:latest` moves, the new image must have python3 and the guest scripts (the manifest is
     cached by image id, so this also pre-fills `shinken image inspect`)."""
     from shinken.images.capabilities import get_manifest
@@ -302,7 +302,7 @@ def smoke_check(client, tag: str, required: tuple[str, ...] = SANDBOX_EXECUTABLE
         raise EnvironmentProblem(f"built {tag} but it lacks {', '.join(missing)}; the image was not tagged latest")
 
 
-def run_build(client, context: io.BytesIO, tag: str, log_name: str, *, buildargs: dict[str, str],
+def run_build(client: DockerClient, context: io.BytesIO, tag: str, log_name: str, *, buildargs: dict[str, str],
               labels: dict[str, str], progress: Progress | None, nocache: bool) -> str:
     """Build `context` (a tar with a Dockerfile) as `tag`; the image id. Output goes to
     build-logs/<log_name>.log; a failed step raises EnvironmentProblem with the last lines."""

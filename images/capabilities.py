@@ -7,7 +7,7 @@ image id names immutable content."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -19,6 +19,9 @@ from shinken.sandbox.docker_client import resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error, write_json
 
+if TYPE_CHECKING:
+    from docker import DockerClient
+
 SCHEMA = "shinken.capabilities/1"
 RUN_TIMEOUT_S = 120
 
@@ -27,7 +30,7 @@ def cache_path(image_id: str) -> Path:
     return cache_root() / "capabilities" / f"{image_id.replace('sha256:', '')}.json"
 
 
-def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[str, Any]:
+def get_manifest(image_ref: str, client: DockerClient | None = None, *, refresh: bool = False) -> dict[str, Any]:
     """The validated manifest of `image_ref` (tag or id). Raises EnvironmentProblem when the
     image is missing or the probe container fails."""
     client = _client(client)
@@ -38,7 +41,7 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
             cached = orjson.loads(path.read_bytes())
             if validation_error("capabilities", cached) is None and cached["image"]["id"] == image_id:
                 cached["image"]["ref"] = image_ref
-                return cached
+                return cast(dict[str, Any], cached)
         except (orjson.JSONDecodeError, KeyError, TypeError):
             pass  # a damaged cache entry is simply regenerated
     probe = _probe(client, image_id, image_ref)
@@ -59,7 +62,7 @@ def get_manifest(image_ref: str, client=None, *, refresh: bool = False) -> dict[
     return manifest
 
 
-def _extra_section(client, labels: dict[str, str], manifest: dict[str, Any]) -> dict[str, Any]:
+def _extra_section(client: DockerClient, labels: dict[str, str], manifest: dict[str, Any]) -> dict[str, Any]:
     """What a `--extra` fragment added: this manifest minus its base image's (from the labels)."""
     base_id = labels[LABEL_PARENT]
     base = get_manifest(base_id, client)
@@ -74,7 +77,7 @@ def _extra_section(client, labels: dict[str, str], manifest: dict[str, Any]) -> 
     }
 
 
-def _probe(client, image_id: str, image_ref: str) -> dict[str, Any]:
+def _probe(client: DockerClient, image_id: str, image_ref: str) -> dict[str, Any]:
     import docker.errors
 
     script = (GUEST_DIR / "shinken-capabilities").read_text()
@@ -110,6 +113,6 @@ def _probe(client, image_id: str, image_ref: str) -> dict[str, Any]:
             f"capability probe of {image_ref} exited {code}: {stderr.decode(errors='replace')[-500:]}"
         )
     try:
-        return orjson.loads(stdout)
+        return cast(dict[str, Any], orjson.loads(stdout))
     except orjson.JSONDecodeError as exc:
         raise EnvironmentProblem(f"capability probe of {image_ref} printed no JSON ({exc})") from exc

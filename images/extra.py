@@ -15,12 +15,16 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
 
 from shinken.errors import ShinkenError
 from shinken.images.build import (
     IMAGE_NAMES, LABEL_HASH, LABEL_IMAGE, LABEL_PARENT, REPO, SANDBOX_EXECUTABLES, BuildOutcome, Progress,
     _build_lock, _client, _image_id, _say, _tag_latest, build_image, context_tar, run_build, smoke_check,
 )
+
+if TYPE_CHECKING:
+    from docker import DockerClient
 
 LABEL_FRAGMENT_SHA = "shinken.extra_sha256"
 LABEL_FRAGMENT_NAME = "shinken.extra_name"
@@ -66,7 +70,7 @@ def read_fragment(path: Path | str) -> Fragment:
     return Fragment(p, text, hashlib.sha256(data).hexdigest(), _name_of(p))
 
 
-def _instructions(text: str):
+def _instructions(text: str) -> Iterator[tuple[int, str]]:
     """(line number, upper-cased instruction) of each instruction, skipping comments and continuations."""
     continued = False
     for n, line in enumerate(text.splitlines(), 1):
@@ -99,7 +103,7 @@ def dockerfile_for(fragment: Fragment) -> str:
             "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nUSER root\n" + fragment.text.rstrip("\n") + "\n" + _SUFFIX)
 
 
-def build_extra(fragment_path: Path | str, base: str = "cua", *, repo: str | None = None, client=None,
+def build_extra(fragment_path: Path | str, base: str = "cua", *, repo: str | None = None, client: DockerClient | None = None,
                 ca_bundle: Path | str | None = None, progress: Progress | None = None,
                 nocache: bool = False) -> BuildOutcome:
     """Build the fragment on `base` (linux, cua, or an existing image ref), cached by content hash."""
