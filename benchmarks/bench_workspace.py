@@ -28,10 +28,10 @@ import scripted_policy as sp  # noqa: E402
 import test_server_contract as contract  # noqa: E402
 
 from shinken.workspace.gym_image import ensure_gym_image  # noqa: E402
-from shinken.workspace.writer import SERVER_DIR, WorkspaceOptions, make_workspace  # noqa: E402
+from shinken.workspace.writer import WorkspaceOptions, make_workspace  # noqa: E402
 
 DEMO = REPO / "demo"
-UV_CACHE = Path.home() / ".cache" / "shinken" / "nemo-gym-uv"
+INSIDE = f"{gh.WS_MOUNT}/resources_servers/{gh.NAME}"  # the server folder inside Gym containers
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -39,29 +39,29 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
-def _workspace(tmp: Path, image: str) -> Path:
+def _workspace(tmp: Path, image: str, name: str = "ws") -> Path:
     ids = tmp / "ids.txt"
     ids.write_text("hello-file\nzenity-entry\n")
-    ws = tmp / "ws"
-    make_workspace(WorkspaceOptions(dest=ws, task_root=DEMO, ids_file=ids, image=image))
+    ws = tmp / name
+    make_workspace(WorkspaceOptions(dest=ws, task_root=DEMO, ids_file=ids, image=image, license="Apache-2.0"))
     return ws
 
 
-def _server(tmp: Path, ws: Path, image: str, pool: int) -> tuple[gh.GymContainer, int]:
+def _server(tmp: Path, ws: Path, pool: int) -> tuple[gh.GymContainer, int]:
     port = gh.free_port()
-    server_dir = ws / SERVER_DIR
     launch = tmp / f"launch-{pool}.py"
-    launch.write_text(contract.LAUNCHER.format(server=str(server_dir), port=port, tasks=str(DEMO), image=image))
-    wheel = next((server_dir / "vendor").glob("shinken-*.whl"))
-    c = gh.GymContainer(mounts=[tmp, DEMO], workdir=str(server_dir), env={"SHINKEN_POOL_SIZE": str(pool)})
-    c.start(f"pip install -q --no-cache-dir {wheel} && exec python {launch}")
+    launch.write_text(contract.LAUNCHER.format(server=INSIDE, port=port))
+    wheel = next((ws / "resources_servers" / gh.NAME / "vendor").glob("shinken-*.whl")).name
+    # SHINKEN_POOL_SIZE overrides the config's shinken_pool_size (${oc.env:...} in the YAML).
+    c = gh.GymContainer(mounts=[tmp], binds=[(ws, gh.WS_MOUNT)], workdir=INSIDE, env={"SHINKEN_POOL_SIZE": str(pool)})
+    c.start(f"pip install -q --no-cache-dir vendor/{wheel} && exec python {launch}")
     gh.wait_http(port, container=c, timeout=600)
     return c, port
 
 
-def bench_seed(tmp: Path, ws: Path, image: str, n: int, pool: int) -> list[float]:
-    c, port = _server(tmp, ws, image, pool)
-    row = contract._row(ws, "hello-file")
+def bench_seed(tmp: Path, ws: Path, n: int, pool: int) -> list[float]:
+    c, port = _server(tmp, ws, pool)
+    row = contract._row(ws / "resources_servers" / gh.NAME, "hello-file")
     times = []
     try:
         # One untimed seed builds or loads the golden (and fills the pool).
@@ -81,10 +81,10 @@ def bench_seed(tmp: Path, ws: Path, image: str, n: int, pool: int) -> list[float
     return times
 
 
-def bench_diff_bytes(tmp: Path, ws: Path, image: str) -> dict[str, float]:
-    c, port = _server(tmp, ws, image, 0)
+def bench_diff_bytes(tmp: Path, ws: Path) -> dict[str, float]:
+    c, port = _server(tmp, ws, 0)
     try:
-        result, transcript, _ = contract._run_script(port, contract._row(ws, "zenity-entry"))
+        result, transcript, _ = contract._run_script(port, contract._row(ws / "resources_servers" / gh.NAME, "zenity-entry"))
     finally:
         c.stop()
     assert result["reward"] == 1.0, result
@@ -95,37 +95,30 @@ def bench_diff_bytes(tmp: Path, ws: Path, image: str) -> dict[str, float]:
 
 
 def bench_gym(tmp: Path, image: str, rollouts: int) -> dict[str, float]:
-    ws = tmp / "gymws"
-    ids = tmp / "ids.txt"
-    make_workspace(WorkspaceOptions(dest=ws, task_root=DEMO, ids_file=ids, image=image))
+    ws = _workspace(tmp, image, "gymws")
+    data = f"resources_servers/{gh.NAME}/data"
     policy = sp.PolicyServer().start()
-    (ws / "env.yaml").write_text(f"policy_base_url: {policy.base_url}\npolicy_api_key: EMPTY\npolicy_model_name: s\n")
-    UV_CACHE.mkdir(parents=True, exist_ok=True)
-    c = gh.GymContainer(mounts=[tmp, DEMO, UV_CACHE], workdir=str(ws), env={"UV_LINK_MODE": "copy"})
-    log = tmp / "start.log"
-    t0 = time.monotonic()
-    c.start("exec gym env start --config resources_servers/shinken_cua/configs/shinken_cua.yaml "
-            "--config responses_api_models/openai_model/configs/openai_model.yaml "
-            f"+uv_cache_dir={UV_CACHE} > {log} 2>&1")
+    gh.point_at_policy(ws, policy.base_url)
+    c, venvs = gh.runner(ws, tmp / "venvs")
+    pid = None
     try:
-        while "servers ready!" not in (log.read_text(errors="replace") if log.exists() else ""):
-            assert c.running() and time.monotonic() - t0 < 1800, log.read_text(errors="replace")[-3000:]
-            time.sleep(2)
-        start_s = time.monotonic() - t0
+        pid, _, start_s = gh.start_servers(c, f"gym env start --environment {gh.NAME} --config {gh.MODEL_CONFIG}")
         # Warm the goldens once so the figure is the steady-state loop, not the first build.
-        warm = c.exec(f"gym eval run --no-serve --agent shinken_cua_simple_agent --input "
-                      f"{SERVER_DIR}/data/example.jsonl --output {tmp}/warm.jsonl --limit 2 --concurrency 2")
+        warm = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {data}/example.jsonl "
+                      "--output results/warm.jsonl --limit 2 --concurrency 2")
         assert warm.returncode == 0, warm.stdout[-3000:] + warm.stderr[-3000:]
         repeats = max(1, rollouts // 5)
         t1 = time.monotonic()
-        r = c.exec(f"gym eval run --no-serve --agent shinken_cua_simple_agent --input "
-                   f"{SERVER_DIR}/data/example.jsonl --output {tmp}/bench.jsonl --limit 5 "
-                   f"--num-repeats {repeats} --concurrency 2")
+        r = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {data}/example.jsonl "
+                   f"--output results/bench.jsonl --limit 5 --num-repeats {repeats} --concurrency 2")
         elapsed = time.monotonic() - t1
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        rows = [json.loads(x) for x in (tmp / "bench.jsonl").read_text().splitlines() if x.strip()]
+        rows = [json.loads(x) for x in (ws / "results" / "bench.jsonl").read_text().splitlines() if x.strip()]
     finally:
+        if pid is not None:
+            gh.interrupt(pid)
         c.stop()
+        venvs.release()
         policy.stop()
     rewards = [x["reward"] for x in rows]
     for x in rows:
@@ -149,14 +142,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="shinken-bench-ws-") as d:
         tmp = Path(d)
         ws = _workspace(tmp, image)
-        cold = bench_seed(tmp, ws, image, ns.seeds, pool=0)
-        warm = bench_seed(tmp, ws, image, ns.seeds, pool=2)
+        cold = bench_seed(tmp, ws, ns.seeds, pool=0)
+        warm = bench_seed(tmp, ws, ns.seeds, pool=2)
         print(f"seed_session, no pool:   p50 {statistics.median(cold) * 1000:6.0f} ms  p90 {_pct(cold, 0.9) * 1000:6.0f} ms"
               f"  (n={len(cold)})")
         print(f"seed_session, pool of 2: p50 {statistics.median(warm) * 1000:6.0f} ms  p90 {_pct(warm, 0.9) * 1000:6.0f} ms"
               f"  (n={len(warm)})")
         print(f"  ratio p50 no-pool / pool: {statistics.median(cold) / statistics.median(warm):.1f}x")
-        d = bench_diff_bytes(tmp, ws, image)
+        d = bench_diff_bytes(tmp, ws)
         print(f"zenity observation: full tree {d['tree_bytes']} B, diff mean {d['diff_bytes_mean']:.0f} B "
               f"over {d['diffs']} diffs ({d['tree_bytes'] / d['diff_bytes_mean']:.1f}x smaller)")
         if not ns.skip_gym:

@@ -1,9 +1,10 @@
-"""`shinken make-workspace`: a NeMo Gym 0.7.0 workspace (resources server + data) for kept tasks."""
+"""`shinken make-workspace`: a NeMo Gym 0.7.0 environment (manifest, resources server, data,
+verifier cases, the task bundles) for kept tasks."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -11,8 +12,11 @@ from shinken.cli.common import IdsRequiredOpt, ImageOpt, JsonFlag, Output, TaskR
 from shinken.images.build import DEFAULT_IMAGE
 
 EXAMPLES = [
-    "shinken make-workspace --dest ~/cua-ws --task-root data/cua-gym/tasks --ids out/receipt.json",
-    "shinken make-workspace --dest ~/cua-ws --task-root demo --ids kept.txt --val-fraction 0.2 --force --json",
+    "shinken make-workspace --dest ~/cua-ws --task-root data/cua-gym/tasks --ids out/receipt.json"
+    "  # license from the download's dataset card",
+    "shinken make-workspace --dest ~/cua-ws --task-root demo --ids out/demo/receipt.json "
+    "--rollouts demo/solutions.jsonl --license Apache-2.0 --force  # the demo, with a full-reward verifier case",
+    "shinken make-workspace --dest ~/cua-ws --task-root demo --ids kept.txt --val-fraction 0.2 --json",
 ]
 
 
@@ -20,20 +24,31 @@ def make_workspace(
     dest: Annotated[Path, typer.Option("--dest", help="Workspace folder to create (outside the shinken tree).")],
     task_root: TaskRootOpt,
     ids: IdsRequiredOpt,
+    rollouts: Annotated[Optional[list[Path]], typer.Option(
+        "--rollouts", help="Recorded rollouts (the JSONL given to `shinken probe --replay`); those the probe "
+                           "replayed with reward 1.0 become full-reward verifier cases. Repeatable.")] = None,
+    name: Annotated[str, typer.Option("--name", help="Environment and resources-server name.")] = "shinken_cua",
+    author: Annotated[Optional[list[str]], typer.Option(
+        "--author", help="Author for the manifest (repeatable); default: git user.name, else the login name.")] = None,
+    license: Annotated[Optional[str], typer.Option(
+        "--license", help="SPDX license of the tasks (e.g. CC-BY-4.0); default: the dataset card's, from the "
+                          "task root's .shinken-source.json. `unknown` only if you mean it.")] = None,
+    dataset_license: Annotated[Optional[str], typer.Option(
+        "--dataset-license", help="NeMo Gym dataset license label, when the SPDX license has none.")] = None,
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="Share of tasks for validation.")] = 0.1,
     seed: Annotated[int, typer.Option("--seed", help="Split seed (same seed, same split).")] = 0,
     stratify: Annotated[str, typer.Option("--stratify", help="Task field to stratify by, or `none`.")] = "app_type",
     image: ImageOpt = DEFAULT_IMAGE,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per rollout.")] = 30,
-    license: Annotated[str, typer.Option("--license", help="Dataset license written into the config.")] = "TBD",
     force: Annotated[bool, typer.Option("--force", help="Replace an earlier shinken workspace at --dest.")] = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Write a NeMo Gym workspace for the tasks a probe receipt kept.
+    """Write a NeMo Gym environment for the tasks a probe receipt kept.
 
-    The workspace holds the resources server shinken_cua (it forks each task's golden and
-    serves the computer-use tools) and train/validation/example data; the gym commands that
-    run it are printed.
+    The workspace holds the environment's manifest, the resources server shinken_cua (it forks
+    each task's golden and serves the computer-use tools), train/validation/example data,
+    verifier cases built from the probe's evidence and the task bundles themselves, with every
+    path relative to it. The gym commands that check it (Gym's gates) and run it are printed.
     """
     from shinken.workspace.writer import WorkspaceOptions
     from shinken.workspace.writer import make_workspace as write_workspace
@@ -41,12 +56,20 @@ def make_workspace(
     output = Output(json_out)
     res = write_workspace(WorkspaceOptions(
         dest=dest, task_root=task_root, ids_file=ids, val_fraction=val_fraction, seed=seed,
-        stratify=stratify, image=image, max_steps=max_steps, license=license, force=force))
+        stratify=stratify, image=image, max_steps=max_steps, license=license, dataset_license=dataset_license,
+        name=name, authors=list(author or []), rollouts=list(rollouts or []), force=force))
+    for note in res.notes:
+        output.note(f"shinken: note: {note}")
 
     def render() -> None:
-        output.line(f"workspace: {res.dest}")
+        s = res.store
+        output.line(f"workspace: {res.dest}  (environment {res.name}, license {res.license}, "
+                    f"determinism {res.determinism})")
         output.line(f"train: {len(res.train)}  validation: {len(res.validation)}  example: {len(res.example)}")
-        output.line("run it with NeMo Gym 0.7.0 (python 3.13):")
+        output.line(f"bundles: {s['bundles']} ({s['files']} files, {s['bytes_total']} bytes; {s['bytes_stored']} bytes "
+                    f"stored, {s['linked_files']} identical files linked)")
+        output.line("verifier cases: " + ", ".join(f"{n} {k}" for k, n in res.verifier_cases.items()))
+        output.line("check and run it with NeMo Gym 0.7.0 (python 3.13):")
         for line in res.commands:
             output.line(f"  {line}")
 

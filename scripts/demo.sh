@@ -17,10 +17,13 @@ mkdir -p "$OUT"
 S=.venv/bin/shinken
 set -x
 "$S" triage demo --image "$IMAGE" --report "$OUT/triage.json"
+# demo/solutions.jsonl: a recorded rollout that solves hello-file; the probe replays it on a real
+# fork, and make-workspace turns what reproduced into a full-reward verifier case.
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
-  --state-fidelity filesystem --run-dir "$OUT/probe-run"
+  --state-fidelity filesystem --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl
+# The demo tasks were written for this repository and carry its license.
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
-  --image "$IMAGE" --force
+  --rollouts demo/solutions.jsonl --license Apache-2.0 --image "$IMAGE" --force
 if [ -n "${ROLLOUTS:-}" ]; then
   "$S" profile $ROLLOUTS --task-root demo --receipt "$OUT/receipt.json" --out "$OUT/profile"
 fi

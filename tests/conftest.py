@@ -4,12 +4,18 @@ fail (CI starts dockerd first); they are never skipped silently."""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "demo"
+
+# The suite's one NeMo Gym session (tests/gym_harness.py): fixtures defined here are shared by
+# every module, so the demo workspace is probed, made and served once.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gym_harness import gym_env, gym_examples, gym_runner, gym_workspace  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

@@ -1,33 +1,72 @@
-"""Helpers for the NeMo Gym tests: the runner container (python 3.13 + nemo-gym 0.7.0) with
-the Docker socket and the needed host paths mounted at the same paths, and a cookie-carrying
-HTTP client that behaves like NeMo Gym's simple agent towards a resources server."""
+"""The suite's NeMo Gym session: the runner container (python 3.13 + nemo-gym 0.7.0), the demo
+workspace made the way a user makes one, and helpers that talk to Gym's servers.
+
+Session fixtures (registered in tests/conftest.py, so every Gym test shares one of each):
+- `gym_workspace`: the demo tasks probed for real (`shinken probe --replay demo/solutions.jsonl`),
+  a workspace made from that receipt by `shinken make-workspace`, then MOVED to another folder;
+  inside the runner it is mounted at WS_MOUNT, a path that is neither where it was made nor
+  where it now lives (what "runs wherever it is copied" means).
+- `gym_runner`: a runner container with the workspace at WS_MOUNT, the Docker socket, the CA
+  bundle, the uv cache and the cached per-server venvs; `exec(cmd)` runs a command in the
+  workspace. Gym's gates run here without starting services.
+- `gym_env`: `gym env start` in that container with the scripted policy (tests/scripted_policy.py)
+  as the model; yields {ws, tmp, container, policy, commands, log, ready_s} and sets `leftovers`.
+- `gym_examples`: one `gym eval run` over the example rows with the scripted policy, copied to
+  data/example_rollouts.jsonl, and `gym dataset collate --mode example_validation` (which writes
+  data/example_metrics.json), as Gym's own servers ship them.
+
+Per-server venvs (Gym builds four, a few minutes cold) are cached in a host folder keyed by the
+runner image and the server's requirements without the shinken wheel line (the wheel changes
+with every source edit and installs in a second); the folder is locked while a session uses it,
+and a second session at the same time builds private venvs instead of sharing a live one.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import http.client
 import json
+import os
+import shutil
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import pytest
 
 from shinken.sandbox.ownership import labels_for
+from shinken.workspace.gym_config import MODEL_CONFIG  # noqa: F401  (for the Gym tests and benchmarks)
 from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH, ensure_gym_image
 
-SANDBOX_IMAGE = "shinken/sandbox-linux:latest"
+TESTS = Path(__file__).resolve().parent
+DEMO = TESTS.parent / "demo"
+SOLUTIONS = DEMO / "solutions.jsonl"  # rollouts recorded by `gym eval run` with the scripted policy
+CACHE = Path.home() / ".cache" / "shinken"
+UV_CACHE = CACHE / "nemo-gym-uv"
+VENV_CACHE = CACHE / "gym-venvs"
+WS_MOUNT = "/gym/workspace"  # fixed: a venv's scripts name the absolute path it was built at
+NAME = "shinken_cua"
+AGENT = f"{NAME}_simple_agent"
+SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
+DEMO_TASKS = ("hello-file", "zenity-entry", SPREADSHEET)  # the demo tasks the scripted policy solves
+# Where Gym puts each server's venv below the working directory (its default uv_venv_dir).
+VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/simple_agent",
+             "responses_api_models/openai_model", "environment_servers/legacy_agent")
 
 
-def sandbox_image() -> str:
-    """The sandbox image the demo tasks run in (it has the desktop, AT-SPI and zenity; built by
-    the images module and cached by content hash)."""
-    from shinken.images.build import ensure_image
+def sandbox_image(kind: str = "cua") -> str:
+    """The content-hash tag of a sandbox image: `cua` (the full task image: desktop, AT-SPI,
+    zenity, LibreOffice: every demo task runs on it) or `linux`."""
+    from shinken.images.build import build_image
 
-    ensure_image("linux")
-    return SANDBOX_IMAGE
+    return build_image(kind).tag
 
 
 def free_port() -> int:
@@ -36,19 +75,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def shinken(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
 @dataclass
 class GymContainer:
     """A detached nemo-gym container on the host network and pid namespace: the servers it
     runs reach 127.0.0.1 services of the host, and the forks they create carry owner labels
-    (host/pid) that `shinken gc` on the host reads correctly."""
+    (host/pid) that `shinken gc` on the host reads correctly. `mounts` appear at their host
+    path, `binds` (host path, container path) elsewhere."""
 
-    mounts: list[Path]
+    mounts: list[Path] = field(default_factory=list)
+    binds: list[tuple[Path, str]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     workdir: str | None = None
     name: str = field(default_factory=lambda: f"shinken-gymtest-{uuid.uuid4().hex[:10]}")
     image: str = ""
 
-    def start(self, command: str) -> "GymContainer":
+    def start(self, command: str = "exec sleep infinity") -> "GymContainer":
         self.image = self.image or ensure_gym_image()
         args = ["docker", "run", "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
@@ -57,6 +103,8 @@ class GymContainer:
             args += ["--label", f"{k}={v}"]
         for m in dict.fromkeys(Path(p).resolve() for p in self.mounts):
             args += ["-v", f"{m}:{m}"]
+        for host, inside in self.binds:
+            args += ["-v", f"{Path(host).resolve()}:{inside}"]
         for k, v in self.env.items():
             args += ["-e", f"{k}={v}"]
         if self.workdir:
@@ -72,6 +120,14 @@ class GymContainer:
             args += ["-w", self.workdir]
         return subprocess.run([*args, self.name, "bash", "-c", command], capture_output=True, text=True,
                               timeout=timeout)
+
+    def spawn(self, command: str, log: str) -> int:
+        """Start `command` in the background (output to `log`, a container path); return its pid,
+        a host pid (shared pid namespace), so the caller can signal exactly that process."""
+        r = self.exec(f"nohup bash -c 'echo $$ > {log}.pid; exec {command}' > {log} 2>&1 < /dev/null & "
+                      f"for _ in $(seq 100); do [ -s {log}.pid ] && break; sleep 0.1; done; cat {log}.pid", timeout=60)
+        assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stdout + r.stderr
+        return int(r.stdout.strip())
 
     def running(self) -> bool:
         r = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", self.name],
@@ -93,19 +149,25 @@ class GymContainer:
         pids = self.pids()
         subprocess.run(["docker", "stop", "-t", "30", self.name], capture_output=True)
         subprocess.run(["docker", "rm", "-f", self.name], capture_output=True)
-        host = socket.gethostname()
-        leftovers = []
-        for kind in ("fork", "pool"):
-            r = subprocess.run(["docker", "ps", "-a", "--filter", f"label=shinken.kind={kind}", "--format",
-                                '{{.ID}} {{.Label "shinken.owner"}}'], capture_output=True, text=True)
-            for line in r.stdout.splitlines():
-                cid, _, owner = line.partition(" ")
-                parts = owner.rsplit("/", 2)
-                if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids:
-                    leftovers.append(cid)
+        leftovers = containers_owned_by(pids, ("fork", "pool"))
         if leftovers:
             subprocess.run(["docker", "rm", "-f", *leftovers], capture_output=True)
         return leftovers
+
+
+def containers_owned_by(pids: set[int], kinds: tuple[str, ...]) -> list[str]:
+    """Ids of shinken containers of these kinds whose owner label names one of `pids` on this host."""
+    host = socket.gethostname()
+    out = []
+    for kind in kinds:
+        r = subprocess.run(["docker", "ps", "-a", "--filter", f"label=shinken.kind={kind}", "--format",
+                            '{{.ID}} {{.Label "shinken.owner"}}'], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            cid, _, owner = line.partition(" ")
+            parts = owner.rsplit("/", 2)
+            if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids:
+                out.append(cid)
+    return out
 
 
 @dataclass
@@ -154,3 +216,217 @@ def wait_http(port: int, path: str = "/docs", timeout: float = 300, container: G
         time.sleep(0.5)
     raise AssertionError(f"nothing answered on 127.0.0.1:{port}{path} within {timeout:.0f}s"
                          + (f"\n{container.logs()}" if container else ""))
+
+
+# ---------------------------------------------------------------- per-server venv cache
+
+
+def venv_key(gym_image: str, requirements: str) -> str:
+    """Cache key: the runner image (its python, Gym and the built-in servers' requirements)
+    and the resources server's requirements minus the vendored shinken wheel."""
+    image_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", gym_image],
+                              capture_output=True, text=True).stdout.strip()
+    kept = [ln for ln in requirements.splitlines() if ln.strip() and not ln.strip().startswith("./vendor/")]
+    return hashlib.sha256("\n".join([image_id, WS_MOUNT, *kept]).encode()).hexdigest()[:16]
+
+
+@dataclass
+class VenvCache:
+    """The venv folders a Gym container mounts over `<WS_MOUNT>/<server dir>/.venv`."""
+
+    root: Path
+    shared: bool  # False: a private, cold set (the shared one was in use)
+    lock: Any = None
+
+    def binds(self) -> list[tuple[Path, str]]:
+        out = []
+        for rel in VENV_DIRS:
+            host = self.root / rel
+            host.mkdir(parents=True, exist_ok=True)
+            out.append((host, f"{WS_MOUNT}/{rel}/.venv"))
+        return out
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.lock.close()
+
+
+def acquire_venvs(key: str, private: Path) -> VenvCache:
+    VENV_CACHE.mkdir(parents=True, exist_ok=True)
+    lock = open(VENV_CACHE / f"{key}.lock", "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        print(f"\nshared Gym venvs {key} are in use by another session: building private ones", file=sys.stderr)
+        return VenvCache(private, shared=False)
+    return VenvCache(VENV_CACHE / key, shared=True, lock=lock)
+
+
+# ---------------------------------------------------------------- the session
+
+
+@dataclass
+class GymWorkspace:
+    path: Path  # where it lives on the host now (moved after it was made)
+    made_at: Path  # where make-workspace wrote it
+    mount: str  # where Gym containers see it
+    result: dict[str, Any]  # make-workspace --json
+    receipt: Path
+    tmp: Path
+
+    @property
+    def server(self) -> Path:
+        return self.path / "resources_servers" / NAME
+
+    @property
+    def commands(self) -> list[str]:
+        return self.result["commands"]
+
+    def command(self, prefix: str) -> str:
+        return next(c for c in self.commands if c.startswith(prefix))
+
+
+@pytest.fixture(scope="session")
+def gym_workspace(tmp_path_factory, docker_client) -> GymWorkspace:
+    image = sandbox_image()
+    ensure_gym_image()
+    tmp = tmp_path_factory.mktemp("gym")
+    ids = tmp / "ids.txt"
+    ids.write_text("".join(t + "\n" for t in DEMO_TASKS))
+    receipt = tmp / "receipt.json"
+    # --state-fidelity filesystem as scripts/demo.sh: the spreadsheet bundle declares no fidelity.
+    r = shinken("probe", str(DEMO), "--ids", str(ids), "--image", image, "--replay", str(SOLUTIONS),
+                "--state-fidelity", "filesystem", "--receipt", str(receipt), "--run-dir", str(tmp / "probe-run"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    made_at = tmp / "made" / "ws"
+    r = shinken("make-workspace", "--dest", str(made_at), "--task-root", str(DEMO), "--ids", str(receipt),
+                "--rollouts", str(SOLUTIONS), "--image", image, "--license", "Apache-2.0", "--json")
+    assert r.returncode == 0, r.stderr
+    moved = tmp / "moved" / "somewhere-else"
+    moved.parent.mkdir(parents=True)
+    shutil.move(str(made_at), str(moved))
+    assert not made_at.exists()
+    return GymWorkspace(moved, made_at, WS_MOUNT, json.loads(r.stdout), receipt, tmp)
+
+
+def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None) -> tuple[GymContainer, VenvCache]:
+    """A started runner container (`sleep infinity`) with workspace `ws` at WS_MOUNT, the uv
+    cache and the per-server venvs (shared when free, else private under `private`)."""
+    image = ensure_gym_image()
+    venvs = acquire_venvs(venv_key(image, (ws / "resources_servers" / NAME / "requirements.txt").read_text()), private)
+    UV_CACHE.mkdir(parents=True, exist_ok=True)
+    c = GymContainer(binds=[(ws, WS_MOUNT), (UV_CACHE, f"{WS_MOUNT}/cache/uv"), *venvs.binds()],
+                     workdir=WS_MOUNT, env={"UV_LINK_MODE": "copy", **(env or {})}, image=image)
+    try:
+        c.start()
+    except BaseException:
+        venvs.release()
+        raise
+    return c, venvs
+
+
+def point_at_policy(ws: Path, base_url: str) -> None:
+    """What a user does after make-workspace: point env.yaml at the policy. The head server's
+    port is Gym's fixed default (11000) unless set; other sessions share the host network."""
+    (ws / "env.yaml").write_text(f"policy_base_url: {base_url}\npolicy_api_key: EMPTY\npolicy_model_name: scripted\n"
+                                 f"head_server:\n  host: 127.0.0.1\n  port: {free_port()}\n")
+
+
+def start_servers(c: GymContainer, command: str, timeout: float = 1800) -> tuple[int, str, float]:
+    """`gym env start` in the background of runner `c`; (its pid, its log, seconds until ready).
+    One retry when Ray's own start timed out (seen only on a machine loaded far past its cores)."""
+    c.exec(f"mkdir -p {WS_MOUNT}/results")
+    for attempt in (1, 2):
+        log = f"{WS_MOUNT}/results/start-{attempt}.log"
+        pid = c.spawn(command, log)
+        try:
+            return pid, log, wait_ready(c, log, pid, timeout)
+        except AssertionError:
+            interrupt(pid)
+            if attempt == 2 or "Failed to get node info" not in c.exec(f"cat {log}").stdout:
+                raise
+        except BaseException:
+            interrupt(pid)
+            raise
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def gym_runner(gym_workspace: GymWorkspace) -> Iterator[GymContainer]:
+    c, venvs = runner(gym_workspace.path, gym_workspace.tmp / "venvs")
+    c.venvs_shared = venvs.shared  # type: ignore[attr-defined]
+    try:
+        yield c
+    finally:
+        c.leftovers = c.stop()  # type: ignore[attr-defined]
+        venvs.release()
+
+
+def wait_ready(c: GymContainer, log: str, pid: int, timeout: float) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        text = c.exec(f"cat {log} 2>/dev/null", timeout=30).stdout
+        if "servers ready!" in text:
+            return time.monotonic() - t0
+        if not Path(f"/proc/{pid}").exists():
+            raise AssertionError(f"gym env start exited:\n{text[-6000:]}")
+        time.sleep(2)
+    raise AssertionError(f"gym env start not ready after {timeout:.0f}s:\n{c.exec(f'cat {log}').stdout[-6000:]}")
+
+
+@pytest.fixture(scope="session")
+def gym_env(gym_workspace: GymWorkspace, gym_runner: GymContainer) -> Iterator[dict[str, Any]]:
+    import scripted_policy as sp  # beside this module, on sys.path for every Gym test
+
+    policy = sp.PolicyServer().start()
+    point_at_policy(gym_workspace.path, policy.base_url)
+    env: dict[str, Any] = {"ws": gym_workspace.path, "tmp": gym_workspace.tmp, "container": gym_runner,
+                           "policy": policy, "commands": gym_workspace.commands, "workspace": gym_workspace}
+    try:
+        env["pid"], env["log"], env["ready_s"] = start_servers(gym_runner, gym_workspace.command("gym env start "))
+        yield env
+    finally:
+        if "pid" in env:
+            interrupt(env["pid"])
+        env["leftovers"] = forks_of(gym_runner)
+        policy.stop()
+
+
+def interrupt(pid: int, timeout: float = 60) -> None:
+    """Ctrl-C for `gym env start` (it stops its servers, which close their engines)."""
+    try:
+        os.kill(pid, 2)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.5)
+    if Path(f"/proc/{pid}").exists():
+        os.kill(pid, 9)
+
+
+def forks_of(c: GymContainer) -> list[str]:
+    """Forks made by processes of runner `c` that are still there."""
+    return containers_owned_by(c.pids(), ("fork",))
+
+
+@pytest.fixture(scope="session")
+def gym_examples(gym_env: dict[str, Any]) -> dict[str, Any]:
+    """The example rollouts and metrics, made by Gym with the scripted policy."""
+    c: GymContainer = gym_env["container"]
+    ws: GymWorkspace = gym_env["workspace"]
+    out: dict[str, Any] = {}
+    t0 = time.monotonic()
+    r = c.exec(ws.command("gym eval run --no-serve"), timeout=1800)
+    out["eval_s"] = time.monotonic() - t0
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    r = c.exec(ws.command("cp results/example_rollouts.jsonl"))
+    assert r.returncode == 0, r.stderr
+    r = c.exec(ws.command("gym dataset collate"), timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    out["rollouts"] = [json.loads(x) for x in (ws.server / "data" / "example_rollouts.jsonl").read_text().splitlines()
+                       if x.strip()]
+    out["metrics"] = json.loads((ws.server / "data" / "example_metrics.json").read_text())
+    out["collated"] = ws.path / "results" / "example_validation"
+    return out

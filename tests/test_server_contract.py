@@ -1,13 +1,15 @@
-"""The generated shinken_cua server (app.py from `shinken make-workspace`) over real HTTP, driven
-the way NeMo Gym's simple agent drives a resources server: /seed_session with the row, each
-tool call with the cookies of the previous reply, /verify with the row + response.
+"""The generated server (app.py from `shinken make-workspace`) over real HTTP, driven the way
+NeMo Gym's simple agent drives a resources server: /seed_session with the row, each tool call
+with the cookies of the previous reply, /verify with the row + response.
 
-It runs in the nemo-gym container (python 3.13, nemo-gym 0.7.0) with the shinken wheel from
-the workspace installed, the Docker socket and the task root mounted at the same paths, on the
-host network; forks are sibling containers of the real sandbox image."""
+It runs in the nemo-gym container (python 3.13, nemo-gym 0.7.0) with the shinken wheel from the
+workspace installed and the suite's demo workspace (tests/gym_harness.py) mounted where Gym
+tests see it; the server reads its own config (configs/shinken_cua.yaml, task root inside the
+workspace) and forks sibling containers of the real sandbox image over the Docker socket."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,8 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gym_harness as gh  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 
-from shinken.workspace.writer import SERVER_DIR, WorkspaceOptions, make_workspace  # noqa: E402
-
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 LAUNCHER = """
@@ -27,18 +27,15 @@ import sys, uvicorn
 sys.path.insert(0, {server!r})
 from unittest.mock import MagicMock  # the server never calls other Gym servers
 from nemo_gym.server_utils import ServerClient
-from app import ShinkenCuaConfig, ShinkenCuaResourcesServer
-cfg = ShinkenCuaConfig(host="127.0.0.1", port={port}, entrypoint="app.py", name="shinken_cua_resources_server",
-                       cua_gym_tasks={tasks!r}, shinken_image={image!r}, shinken_state_fidelity="filesystem")
+from app import ShinkenCuaResourcesServer, load_config
+cfg = load_config().model_copy(update={{"port": {port}}})
 server = ShinkenCuaResourcesServer(config=cfg, server_client=MagicMock(spec=ServerClient))
 uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
 """
 
 
 def _row(ws: Path, task: str) -> dict:
-    import json
-
-    for line in (ws / SERVER_DIR / "data" / "example.jsonl").read_text().splitlines():
+    for line in (ws / "data" / "example.jsonl").read_text().splitlines():
         row = json.loads(line)
         if row["task_id"] == task:
             return row
@@ -46,23 +43,17 @@ def _row(ws: Path, task: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, docker_client):
-    image = gh.sandbox_image()
+def server(gym_workspace: gh.GymWorkspace, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("contract")
-    tasks = Path(__file__).resolve().parent.parent / "demo"
-    ids = tmp / "ids.txt"
-    ids.write_text("hello-file\nzenity-entry\n")
-    ws = tmp / "ws"
-    make_workspace(WorkspaceOptions(dest=ws, task_root=tasks, ids_file=ids, image=image))
     port = gh.free_port()
-    server_dir = ws / SERVER_DIR
-    (tmp / "launch.py").write_text(LAUNCHER.format(server=str(server_dir), port=port, tasks=str(tasks), image=image))
-    wheel = next((server_dir / "vendor").glob("shinken-*.whl"))
-    c = gh.GymContainer(mounts=[tmp, tasks], workdir=str(server_dir))
-    c.start(f"pip install -q --no-cache-dir {wheel} pytest && exec python {tmp / 'launch.py'}")
+    inside = f"{gh.WS_MOUNT}/resources_servers/{gh.NAME}"
+    (tmp / "launch.py").write_text(LAUNCHER.format(server=inside, port=port))
+    wheel = next((gym_workspace.server / "vendor").glob("shinken-*.whl")).name
+    c = gh.GymContainer(mounts=[tmp], binds=[(gym_workspace.path, gh.WS_MOUNT)], workdir=inside)
+    c.start(f"pip install -q --no-cache-dir vendor/{wheel} pytest && exec python {tmp / 'launch.py'}")
     try:
         gh.wait_http(port, container=c, timeout=600)
-        yield {"port": port, "ws": ws, "container": c, "server_dir": server_dir}
+        yield {"port": port, "ws": gym_workspace.server, "container": c}
     finally:
         c.stop()
 
@@ -154,17 +145,17 @@ def test_generated_app_tests_pass_and_rows_validate_with_gym(server) -> None:
     c: gh.GymContainer = server["container"]
     r = c.exec("python -m pytest -q -p no:cacheprovider tests/test_app.py")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert " passed" in r.stdout
     # Every shipped row passes NeMo Gym's own request model (strict responses_create_params).
     check = (
         "import json, glob\n"
         "from nemo_gym.base_resources_server import BaseRunRequest\n"
         "n = 0\n"
-        "for f in sorted(glob.glob('data/*.jsonl')):\n"
-        "    if f.endswith('_prepare.jsonl'): continue\n"
+        "for f in ['data/train.jsonl', 'data/validation.jsonl', 'data/example.jsonl']:\n"
         "    for line in open(f):\n"
         "        BaseRunRequest.model_validate(json.loads(line)); n += 1\n"
         "print(n)\n"
     )
     r = c.exec(f"python - <<'EOF'\n{check}EOF")
     assert r.returncode == 0, r.stderr
-    assert int(r.stdout.strip()) == 5 + 2
+    assert int(r.stdout.strip()) == 5 + len(gh.DEMO_TASKS)

@@ -64,14 +64,20 @@ def _read_jsonl(path: Path) -> list[dict]:
 def test_layout_from_demo_bundles(tmp_path: Path, demo_root: Path) -> None:
     ids = _ids_file(tmp_path, ["hello-file", "zenity-entry"])
     dest = tmp_path / "ws"
-    res = make_workspace(WorkspaceOptions(dest=dest, task_root=demo_root, ids_file=ids, license="Apache 2.0"))
+    res = make_workspace(WorkspaceOptions(dest=dest, task_root=demo_root, ids_file=ids, license="Apache-2.0",
+                                          authors=["Ada Lovelace"]))
     server = dest / SERVER
-    for rel in ["__init__.py", "app.py", "configs/shinken_cua.yaml", "requirements.txt", "README.md",
-                "tests/test_app.py", "data/example.jsonl", "data/train.jsonl", "data/validation.jsonl"]:
+    for rel in ["__init__.py", "app.py", "task_data.py", "configs/shinken_cua.yaml", "requirements.txt", "README.md",
+                "tests/__init__.py", "tests/test_app.py", "tests/verifier_cases.jsonl", "data/example.jsonl",
+                "data/train.jsonl", "data/validation.jsonl"]:
         assert (server / rel).is_file(), rel
+    for rel in ["__init__.py", "manifest.yaml", "config.yaml", "README.md"]:
+        assert (dest / "environments" / "shinken_cua" / rel).is_file(), rel
     assert (dest / "env.yaml").is_file()
     assert not (dest / "pyproject.toml").exists()  # Gym would take the folder for a Gym checkout
     assert not (server / "pyproject.toml").exists()  # requirements.txt XOR pyproject.toml
+    # The server's code is shipped as the real Python files of workspace_templates/server/.
+    assert (server / "app.py").read_bytes() == (REPO / "workspace_templates/server/app.py").read_bytes()
 
     example = _read_jsonl(server / "data" / "example.jsonl")
     assert len(example) == 5
@@ -93,34 +99,52 @@ def test_layout_from_demo_bundles(tmp_path: Path, demo_root: Path) -> None:
     assert req[0] == "nemo-gym[dev]==0.7.0"
     assert req[1].startswith("./vendor/shinken-") and (server / req[1]).is_file()
     assert not any("../.." in ln for ln in req)
-    with zipfile.ZipFile(server / req[1]) as zf:
-        names = zf.namelist()
-    assert "shinken/computer/engine.py" in names and "shinken/schemas/gym_row.schema.json" in names
-    assert not any(n.startswith("shinken/tests/") or "/.venv/" in n for n in names)
 
+    # The bundles travel with the workspace, each loadable with the hash it had.
+    from shinken.bundles.loader import load_bundle
+
+    for tid in ("hello-file", "zenity-entry"):
+        assert load_bundle(server / "tasks" / tid).bundle_hash == load_bundle(demo_root / tid).bundle_hash
+    # No path of the machine that made it: everything is relative to the workspace.
+    for path in dest.rglob("*"):
+        if path.is_file() and path.suffix in (".yaml", ".py", ".jsonl", ".md", ".txt"):
+            text = path.read_text(errors="replace")
+            assert str(demo_root) not in text and str(dest) not in text and str(tmp_path) not in text, path
     cfg = (server / "configs" / "shinken_cua.yaml").read_text()
-    assert "license: \"Apache 2.0\"" in cfg and f"cua_gym_tasks: \"{demo_root.resolve()}\"" in cfg
-    assert "legacy_agent" in cfg and "num_workers: 1" in cfg
+    assert "license: \"Apache 2.0\"" in cfg and "legacy_agent" in cfg and "num_workers: 1" in cfg
+    assert "cua_gym_tasks: \"${oc.env:CUA_GYM_TASKS,'resources_servers/shinken_cua/tasks'}\"" in cfg
+    manifest_yaml = (dest / "environments" / "shinken_cua" / "manifest.yaml").read_text()
+    assert 'licensing: "Apache-2.0"' in manifest_yaml and '- "Ada Lovelace"' in manifest_yaml
+    assert "TODO" not in manifest_yaml and "TBD" not in cfg
     env = (dest / "env.yaml").read_text()
     assert "policy_base_url" in env and "sk-" not in env
     readme = (server / "README.md").read_text()
-    for var in ["CUA_GYM_TASKS", "SHINKEN_IMAGE", "SHINKEN_STATE_FIDELITY", "SHINKEN_IDLE_TTL", "Licensing information"]:
+    for var in ["CUA_GYM_TASKS", "SHINKEN_IMAGE", "SHINKEN_STATE_FIDELITY", "SHINKEN_IDLE_TTL", "Licensing information",
+                "Validation recipe", "gym env test shinken_cua", "Expected reward"]:
         assert var in readme
-    assert "$" not in readme.replace("$ ", "")  # every template placeholder was filled
+    assert "$" not in readme.replace("$ ", "").replace("${oc.env:VAR,default}", "")  # every placeholder filled
     manifest = json.loads((dest / MANIFEST).read_text())
     assert check_with_jsonschema("workspace_manifest", manifest) == []
+    assert manifest["store"]["bundles"] == 2 and set(manifest["store"]["index"]) == {"hello-file", "zenity-entry"}
     assert any(c.startswith("gym env start") for c in res.commands)
     assert any("ng_collect_rollouts" in c for c in res.commands)
+    for gate in ["gym env validate shinken_cua", "gym env test shinken_cua", "gym env test --resources-server shinken_cua",
+                 "gym env schema --resources-server shinken_cua", "gym env publish shinken_cua"]:
+        assert gate in res.commands
+    # A plain id list is no evidence: only the malformed cases, and the notes say what is missing.
+    cases = _read_jsonl(server / "tests" / "verifier_cases.jsonl")
+    assert [c["kind"] for c in cases] == ["malformed"] * 3
+    assert any("zero_reward" in n for n in res.notes) and any("full_reward" in n for n in res.notes)
 
 
 def test_split_is_deterministic_stratified_and_disjoint(tmp_path: Path, corpus) -> None:
     root, ids = corpus
     ids_file = _ids_file(tmp_path, ids)
-    a = make_workspace(WorkspaceOptions(dest=tmp_path / "a", task_root=root, ids_file=ids_file, seed=7,
+    a = make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "a", task_root=root, ids_file=ids_file, seed=7,
                                         val_fraction=0.2))
-    b = make_workspace(WorkspaceOptions(dest=tmp_path / "b", task_root=root, ids_file=ids_file, seed=7,
+    b = make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "b", task_root=root, ids_file=ids_file, seed=7,
                                         val_fraction=0.2))
-    c = make_workspace(WorkspaceOptions(dest=tmp_path / "c", task_root=root, ids_file=ids_file, seed=8,
+    c = make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "c", task_root=root, ids_file=ids_file, seed=8,
                                         val_fraction=0.2))
     assert (a.train, a.validation) == (b.train, b.validation)
     assert (tmp_path / "a" / SERVER / "data/train.jsonl").read_bytes() == \
@@ -170,7 +194,7 @@ def test_receipt_kept_list_is_what_enters(tmp_path: Path, corpus) -> None:
     p = tmp_path / "receipt.json"
     p.write_text(json.dumps(receipt))
     assert read_ids(p) == ids[:6]  # duplicates dropped, order kept
-    res = make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=root, ids_file=p))
+    res = make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "ws", task_root=root, ids_file=p))
     assert sorted(res.train + res.validation) == sorted(ids[:6])
     (tmp_path / "list.json").write_text(json.dumps(ids[:3]))
     assert read_ids(tmp_path / "list.json") == ids[:3]
@@ -215,7 +239,7 @@ def test_refusals(tmp_path: Path, corpus, case: str) -> None:
         frac = 1.0
         match = "val-fraction"
     with pytest.raises(ShinkenError, match=match):
-        make_workspace(WorkspaceOptions(dest=dest, task_root=root, ids_file=ids_file, force=force,
+        make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=dest, task_root=root, ids_file=ids_file, force=force,
                                         val_fraction=frac))
     assert not (REPO / "tmp-ws-should-not-exist").exists()
     if case in ("non_empty", "force_foreign"):
@@ -225,11 +249,11 @@ def test_refusals(tmp_path: Path, corpus, case: str) -> None:
 def test_force_replaces_an_earlier_workspace(tmp_path: Path, corpus) -> None:
     root, ids = corpus
     dest = tmp_path / "ws"
-    make_workspace(WorkspaceOptions(dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:10])))
+    make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:10])))
     (dest / SERVER / "data" / "stale.jsonl").write_text("{}\n")
     with pytest.raises(ShinkenError, match="not empty"):
-        make_workspace(WorkspaceOptions(dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:5])))
-    res = make_workspace(WorkspaceOptions(dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:5]),
+        make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:5])))
+    res = make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=dest, task_root=root, ids_file=_ids_file(tmp_path, ids[:5]),
                                           force=True))
     assert sorted(res.train + res.validation) == ids[:5]
     assert not (dest / SERVER / "data" / "stale.jsonl").exists()
@@ -237,7 +261,7 @@ def test_force_replaces_an_earlier_workspace(tmp_path: Path, corpus) -> None:
 
 
 def test_row_validation_rejects_what_gym_would_skip(tmp_path: Path, demo_root: Path) -> None:
-    make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=demo_root,
+    make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "ws", task_root=demo_root,
                                     ids_file=_ids_file(tmp_path, ["hello-file"])))
     row = _read_jsonl(tmp_path / "ws" / SERVER / "data" / "example.jsonl")[0]
     check_row(row, where="ok")
@@ -260,19 +284,30 @@ def test_empty_instruction_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     _bundle(root, "blank", "   ")
     with pytest.raises(ShinkenError, match="blank: the task has no instruction"):
-        make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=root,
+        make_workspace(WorkspaceOptions(license="CC-BY-4.0", dest=tmp_path / "ws", task_root=root,
                                         ids_file=_ids_file(tmp_path, ["blank"])))
 
 
 def test_cli_exit_codes(tmp_path: Path, demo_root: Path) -> None:
     shinken = [sys.executable, "-m", "shinken.cli.main"] if not shutil.which("shinken") else [shutil.which("shinken")]
     ids = _ids_file(tmp_path, ["hello-file", "ghost"])
-    r = subprocess.run([*shinken, "make-workspace", "--dest", str(tmp_path / "ws"), "--task-root", str(demo_root),
-                        "--ids-file", str(ids)], capture_output=True, text=True)
+    base = [*shinken, "make-workspace", "--dest", str(tmp_path / "ws"), "--task-root", str(demo_root)]
+    r = subprocess.run([*base, "--ids-file", str(ids), "--license", "Apache-2.0"], capture_output=True, text=True)
     assert r.returncode == 2 and "ghost" in r.stderr and "Traceback" not in r.stderr
     ids = _ids_file(tmp_path, ["hello-file", "zenity-entry"])
-    r = subprocess.run([*shinken, "make-workspace", "--dest", str(tmp_path / "ws"), "--task-root", str(demo_root),
-                        "--ids-file", str(ids), "--json"], capture_output=True, text=True)
+    # The demo has no download record: without --license nothing is written, and the message says what to pass.
+    r = subprocess.run([*base, "--ids-file", str(ids)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--license" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "ws").exists()
+    for bad, says in [(["--license", "WTFPL-9"], "not an SPDX id"), (["--license", "CC-BY-NC-4.0"], "--dataset-license"),
+                      (["--license", "MIT", "--name", "Bad-Name"], "--name"),
+                      (["--license", "MIT", "--author", "TODO"], "--author"),
+                      (["--license", "MIT", "--rollouts", str(tmp_path / "none.jsonl")], "--rollouts")]:
+        r = subprocess.run([*base, "--ids-file", str(ids), *bad], capture_output=True, text=True)
+        assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) <= 3, r.stderr  # progress line + one error
+    r = subprocess.run([*base, "--ids-file", str(ids), "--license", "apache-2.0", "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert len(doc["example"]) == 5 and any(c.startswith("gym eval run --no-serve") for c in doc["commands"])
+    assert doc["license"] == "Apache-2.0" and doc["store"]["bundles"] == 2

@@ -1,9 +1,10 @@
-"""Build a wheel of the installed shinken package, offline and deterministically.
+"""Build a wheel of the shinken modules the generated server imports, offline and deterministically.
 
 The generated server's venv (made by NeMo Gym with uv) must import shinken.computer; a wheel
 shipped inside the workspace needs no shinken checkout and no build backend download. The
-wheel holds every Python package under shinken's package root (folders with __init__.py)
-with all their files, which is what pyproject's packages + package-data select.
+wheel holds the import closure of the server's own files (shinken.workspace.closure) plus the
+data files of the packages in it (schemas/*.json), and declares only the third-party
+requirements those modules import, so the CLI, benchmarks and their dependencies stay out.
 """
 
 from __future__ import annotations
@@ -12,63 +13,73 @@ import base64
 import hashlib
 import importlib.metadata
 import io
+import re
 import zipfile
 from pathlib import Path
 
 import shinken
+from shinken.workspace.closure import Closure, import_closure
 
-_SKIP_DIRS = {"__pycache__", ".git", ".venv", "build", ".pytest_cache", "dist"}
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: same sources, same wheel bytes
 
 
-def _package_files(root: Path) -> list[tuple[str, Path]]:
-    out: list[tuple[str, Path]] = []
-
-    def walk(folder: Path, arc: str) -> None:
+def _package_files(root: Path, closure: Closure) -> list[tuple[str, Path]]:
+    out = [(f"shinken/{path.relative_to(root).as_posix()}", path) for path in closure.modules.values()]
+    for package in closure.packages() - {"shinken"}:  # the root folder is the repository, not package data
+        folder = closure.modules[package].parent
+        # A package carries its data files (schemas/*.json), as pyproject's package-data does.
         for p in sorted(folder.iterdir()):
-            if p.is_dir():
-                if p.name in _SKIP_DIRS or p.name.endswith(".egg-info"):
-                    continue
-                # Top-level folders count only when they are packages (demo/, docs/ are not);
-                # below a package every folder is package data (images/guest, templates).
-                if folder == root and (p.name == "tests" or not (p / "__init__.py").is_file()):
-                    continue
-                walk(p, f"{arc}/{p.name}")
-            elif p.is_file() and not p.name.endswith((".pyc", ".pyo")):
-                # At the package root only Python modules belong to the package (not README etc.).
-                if folder == root and p.suffix != ".py":
-                    continue
-                out.append((f"{arc}/{p.name}", p))
+            if p.is_file() and p.suffix not in (".py", ".pyc", ".pyo") and not p.name.startswith("."):
+                out.append((f"shinken/{p.relative_to(root).as_posix()}", p))
+    return sorted(out)
 
-    walk(root, "shinken")
-    return out
+
+def _normalize(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def _requirements(closure: Closure) -> list[str]:
+    """shinken's own requirement lines for the distributions the closure imports."""
+    provides = importlib.metadata.packages_distributions()
+    needed = {_normalize(d) for top in closure.third_party for d in provides.get(top, [])}
+    out = []
+    for req in importlib.metadata.requires("shinken") or []:
+        if "extra ==" in req:
+            continue
+        name = re.split(r"[ ;<>=!~\[]", req, maxsplit=1)[0]
+        if _normalize(name) in needed:
+            out.append(req)
+    return sorted(out)
 
 
 def _digest(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(dest_dir: Path) -> Path:
-    """Write `shinken-<version>+g<hash8>-py3-none-any.whl` into dest_dir; return its path.
-    The local version label changes with the sources, so installers never reuse a stale build."""
+def build_wheel(dest_dir: Path, entry_sources: list[str]) -> Path:
+    """Write `shinken-<version>+g<hash8>-py3-none-any.whl` into dest_dir holding what
+    `entry_sources` (the server's Python files) import from shinken; return its path.
+    The local version label changes with the packed sources, so installers never reuse a stale build."""
     root = Path(shinken.__file__).resolve().parent
-    files = [(arc, path.read_bytes()) for arc, path in _package_files(root)]
+    closure = import_closure(entry_sources, root)
+    files = [(arc, path.read_bytes()) for arc, path in _package_files(root, closure)]
+    requirements = _requirements(closure)
     src_hash = hashlib.sha256()
     for arc, data in files:
         src_hash.update(arc.encode() + b"\0" + hashlib.sha256(data).digest())
+    src_hash.update("\n".join(requirements).encode())
     meta = importlib.metadata.metadata("shinken")
     version = f"{meta['Version'].split('+')[0]}+g{src_hash.hexdigest()[:8]}"
     dist_info = f"shinken-{version}.dist-info"
 
     lines = ["Metadata-Version: 2.1", "Name: shinken", f"Version: {version}",
-             f"Summary: {meta.get('Summary') or ''}", f"Requires-Python: {meta.get('Requires-Python') or '>=3.11'}"]
-    lines += [f"Provides-Extra: {x}" for x in meta.get_all("Provides-Extra") or []]
-    lines += [f"Requires-Dist: {r}" for r in importlib.metadata.requires("shinken") or []]
+             f"Summary: {meta.get('Summary') or ''} (the modules a shinken_cua server imports)",
+             f"Requires-Python: {meta.get('Requires-Python') or '>=3.11'}"]
+    lines += [f"Requires-Dist: {r}" for r in requirements]
     extra = {
         f"{dist_info}/METADATA": ("\n".join(lines) + "\n").encode(),
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: shinken.workspace.wheel\n"
                               b"Root-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{dist_info}/entry_points.txt": b"[console_scripts]\nshinken = shinken.cli.main:main\n",
         f"{dist_info}/top_level.txt": b"shinken\n",
     }
     entries = files + sorted(extra.items())

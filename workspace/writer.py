@@ -1,19 +1,24 @@
 """Write a NeMo Gym 0.7.0 workspace for a set of kept CUA-Gym tasks.
 
 Layout (a plain folder, no pyproject.toml at its root, so Gym does not take it for a Gym
-checkout):
-  <dest>/env.yaml                              policy endpoint template, no secrets
-  <dest>/.shinken-workspace.json               what was written and from what
-  <dest>/resources_servers/shinken_cua/        app.py, configs/, requirements.txt, README.md,
-                                               tests/, data/{example,train,validation}.jsonl,
-                                               vendor/shinken-*.whl
+checkout; every path inside is relative to it, so it runs wherever it is copied):
+  <dest>/env.yaml                        policy endpoint template, no secrets
+  <dest>/.shinken-workspace.json         what was written and from what
+  <dest>/environments/<name>/            manifest.yaml, config.yaml, README.md (Gym's catalog entry)
+  <dest>/resources_servers/<name>/       app.py, task_data.py, configs/, requirements.txt, README.md,
+                                         tests/ (test_app.py, verifier_cases.jsonl),
+                                         data/{example,train,validation}.jsonl, tasks/ (the bundles),
+                                         vendor/shinken-*.whl
 """
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import os
 import shutil
 import string
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from importlib import resources
@@ -23,23 +28,28 @@ from typing import Any
 import orjson
 
 import shinken
-from shinken.bundles.loader import load_root
-from shinken.bundles.model import Bundle
-from shinken.bundles.selection import read_task_ids
+from shinken.download.source import read_source
 from shinken.errors import ShinkenError
-from shinken.runtime import utc_now
 from shinken.images.build import DEFAULT_IMAGE
+from shinken.runtime import OWNER_MARKER, register_temp_dir, unregister_temp_dir, utc_now
 from shinken.schemas import write_json
 from shinken.swap import swap_into_place
+from shinken.workspace import gym_config as gymcfg
 from shinken.workspace import rows as rows_mod
+from shinken.workspace.evidence import gather
+from shinken.workspace.inputs import MANIFEST, check_dest, load_bundles, read_id_list
+from shinken.workspace.licensing import resolve_license
 from shinken.workspace.split import normalize_instruction, split_bundles
+from shinken.workspace.store import copy_bundles
 from shinken.workspace.wheel import build_wheel
+from shinken.workspace.yaml_out import dump_yaml
 
-MANIFEST = ".shinken-workspace.json"
-SERVER_DIR = Path("resources_servers") / rows_mod.SERVER_NAME
+SERVER_DIR = Path("resources_servers") / rows_mod.SERVER_NAME  # of the default name
 CONFIG_REL = SERVER_DIR / "configs" / f"{rows_mod.SERVER_NAME}.yaml"
-MODEL_CONFIG_REL = "responses_api_models/openai_model/configs/openai_model.yaml"
 EXAMPLE_ROWS = 5  # `gym env test --all` insists on exactly five
+TEMPLATES = "shinken.workspace_templates"
+# Server files copied as they are (real Python, so linters and type checkers read them).
+SERVER_CODE = ("__init__.py", "app.py", "task_data.py", "tests/__init__.py", "tests/test_app.py")
 
 
 @dataclass
@@ -52,152 +62,164 @@ class WorkspaceOptions:
     stratify: str = "app_type"
     image: str = DEFAULT_IMAGE
     max_steps: int = 30
-    license: str = "TBD"
+    license: str | None = None  # None: the dataset card's, from the task root's source record
+    dataset_license: str | None = None  # a NeMo Gym dataset label, when the SPDX id has none
+    name: str = rows_mod.SERVER_NAME
+    authors: list[str] = field(default_factory=list)  # empty: git user.name, else the login name
+    rollouts: list[Path] = field(default_factory=list)  # recorded solutions (probe --replay input)
     force: bool = False
 
 
 @dataclass
 class WorkspaceResult:
     dest: Path
+    name: str
     train: list[str]
     validation: list[str]
     example: list[str]
     wheel: Path
+    license: str
+    determinism: str
+    verifier_cases: dict[str, int]
+    store: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"dest": str(self.dest), "train": self.train, "validation": self.validation,
-                "example": self.example, "wheel": str(self.wheel), "commands": self.commands}
+        return {"dest": str(self.dest), "name": self.name, "train": self.train, "validation": self.validation,
+                "example": self.example, "wheel": str(self.wheel), "license": self.license,
+                "determinism": self.determinism, "verifier_cases": self.verifier_cases, "store": self.store,
+                "notes": self.notes, "commands": self.commands}
 
 
-# ---------------------------------------------------------------- inputs
+def default_authors() -> list[str]:
+    """The git user name when git has one, else the login name: never a placeholder."""
+    try:
+        name = subprocess.run(["git", "config", "--get", "user.name"], capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        name = ""
+    return [name or getpass.getuser()]
 
-def _source_root() -> Path:
-    return Path(shinken.__file__).resolve().parent
-
-
-def _check_dest(dest: Path, force: bool) -> None:
-    dest = dest.resolve()
-    src = _source_root()
-    if dest == src or src in dest.parents:
-        raise ShinkenError(f"{dest}: is inside the shinken source tree ({src}); choose a folder outside it "
-                           "(Gym would take the tree's pyproject.toml for a Gym checkout)")
-    if dest.exists() and not dest.is_dir():
-        raise ShinkenError(f"{dest}: exists and is not a folder; choose another --dest")
-    if dest.is_dir() and any(dest.iterdir()):
-        if not force:
-            raise ShinkenError(f"{dest}: is not empty; pass --force to replace an earlier workspace, "
-                               "or choose an empty folder")
-        if not (dest / MANIFEST).is_file():
-            raise ShinkenError(f"{dest}: is not empty and holds no {MANIFEST}; --force only replaces a "
-                               "workspace written by shinken, so nothing was changed")
-
-
-def _load(task_root: Path, ids: list[str]) -> list[Bundle]:
-    if not task_root.is_dir():
-        raise ShinkenError(f"{task_root}: task root is not a folder")
-    by_id: dict[str, Bundle] = {}
-    for b in load_root(task_root):
-        by_id.setdefault(b.id, b)
-    missing = [i for i in ids if i not in by_id]
-    if missing:
-        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise ShinkenError(f"{task_root}: {len(missing)} listed task id(s) are not in the task root: {shown}; "
-                           "check --task-root or the id list")
-    bad = [b for b in (by_id[i] for i in ids) if not b.ok]
-    if bad:
-        b = bad[0]
-        raise ShinkenError(f"{b.id}: the bundle is defective ({b.why_defective()}); run `shinken triage` and drop it")
-    return [by_id[i] for i in ids]
-
-
-# ---------------------------------------------------------------- writing
 
 def _template(rel: str) -> str:
-    return resources.files("shinken.workspace_templates").joinpath(rel).read_text(encoding="utf-8")
+    return resources.files(TEMPLATES).joinpath(rel).read_text(encoding="utf-8")
 
 
 def _render(rel: str, **values: Any) -> str:
     return string.Template(_template(rel)).substitute({k: str(v) for k, v in values.items()})
 
 
-def _jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+def _jsonl(path: Path, docs: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in docs))
 
 
-def _yaml_str(value: str) -> str:
-    # JSON strings are valid YAML scalars and quote anything YAML would misread.
-    return orjson.dumps(value).decode()
+def commands_for(dest: Path, names: gymcfg.Names = gymcfg.Names(rows_mod.SERVER_NAME)) -> list[str]:
+    return [f"cd {dest}", "# edit env.yaml (policy_base_url, policy_model_name; export POLICY_API_KEY)",
+            *gymcfg.gate_commands(names), *gymcfg.run_commands(names)]
 
 
-def commands_for(dest: Path) -> list[str]:
-    cfg = f"{CONFIG_REL}"
-    return [
-        f"cd {dest}",
-        "# edit env.yaml (policy_base_url, policy_model_name; export POLICY_API_KEY)",
-        f"gym env start --config {cfg} --config {MODEL_CONFIG_REL}",
-        f"#   legacy: ng_run \"+config_paths=[{cfg},{MODEL_CONFIG_REL}]\"",
-        f"gym eval run --no-serve --agent {rows_mod.AGENT_INSTANCE} --input {SERVER_DIR}/data/example.jsonl "
-        f"--output results/shinken_cua_example.jsonl --limit 5 --concurrency 2",
-        f"#   legacy: ng_collect_rollouts +agent_name={rows_mod.AGENT_INSTANCE} "
-        f"+input_jsonl_fpath={SERVER_DIR}/data/example.jsonl "
-        f"+output_jsonl_fpath=results/shinken_cua_example.jsonl +limit=5 +num_samples_in_parallel=2",
-        f"gym dataset collate --config {cfg} --mode example_validation --output-dir results/example_validation",
-        f"#   legacy: ng_prepare_data \"+config_paths=[{cfg}]\" +mode=example_validation "
-        f"+output_dirpath=results/example_validation",
-    ]
+def _case_table(cases: list[dict[str, Any]]) -> str:
+    rows = ["| case | kind | expected |", "|---|---|---|"]
+    for c in cases:
+        expected = f"reward {c['expected_reward']}" if "expected_reward" in c else f"error containing `{c['expected_error']}`"
+        rows.append(f"| {c['name']} | {c['kind']} | {expected} |")
+    return "\n".join(rows)
+
+
+def _describe_source(source: Any) -> str:
+    if source is None:
+        return "a local task folder (no download record)"
+    return f"`{source.repo_id}` ({source.repo_type}) at revision `{source.revision}`"
 
 
 def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     dest = Path(opts.dest).expanduser().absolute()
     task_root = Path(opts.task_root).expanduser().resolve()
+    names = gymcfg.Names(opts.name)
+    engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="filesystem", max_steps=opts.max_steps)
     if not 0.0 <= opts.val_fraction < 1.0:
         raise ShinkenError(f"--val-fraction {opts.val_fraction}: must be at least 0 and below 1")
     if opts.max_steps < 1:
         raise ShinkenError(f"--max-steps {opts.max_steps}: must be at least 1")
-    _check_dest(dest, opts.force)
-    ids = read_task_ids(Path(opts.ids_file))
-    bundles = _load(task_root, ids)
+    authors = [a.strip() for a in opts.authors if a.strip()] or default_authors()
+    if any(a.casefold().startswith("todo") for a in authors) or len(set(authors)) != len(authors):
+        raise ShinkenError(f"--author {authors}: give each author once, by name (Gym refuses TODO placeholders)")
+    for path in opts.rollouts:
+        if not Path(path).is_file():
+            raise ShinkenError(f"--rollouts {path}: no such file; pass the rollouts JSONL given to `shinken probe --replay`")
+    check_dest(dest, opts.force)
+    listed = read_id_list(Path(opts.ids_file))
+    source = read_source(task_root) if task_root.is_dir() else None
+    lic = resolve_license(opts.license, source.license if source else None, task_root=task_root,
+                          dataset_label=opts.dataset_license)
+    bundles = load_bundles(task_root, listed.ids)
 
-    rows = {b.id: rows_mod.make_row(b) for b in bundles}
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance) for b in bundles}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
     pool = split.train + split.validation  # tiny sets: examples may reuse validation tasks
     example = [pool[i % len(pool)] for i in range(EXAMPLE_ROWS)]
+    evidence = gather(rows, listed.ids, listed.receipt, [Path(p) for p in opts.rollouts])
+    if not lic.stated:
+        evidence.notes.append("license unknown (--license unknown): `gym env publish` will refuse it")
 
-    # Write into a fresh sibling folder, then swap it in: a failed run leaves dest untouched.
+    # Write into a fresh sibling folder, then swap it in: a failed run leaves dest untouched. The
+    # folder is registered with gc's temp-folder registry, so a kill -9 leftover is reclaimable.
     dest.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    register_temp_dir(stage, labels={"shinken.kind": "workspace-staging"})
     try:
-        server = stage / SERVER_DIR
-        wheel = build_wheel(server / "vendor")
-        version = shinken.__version__
-        common = dict(shinken_version=version, task_root=task_root, image=opts.image,
-                      state_fidelity="filesystem", license=opts.license, max_steps=opts.max_steps,
-                      seed=opts.seed, stratify=opts.stratify, val_fraction=opts.val_fraction,
-                      n_train=len(split.train), n_validation=len(split.validation))
-        (server / "configs").mkdir(parents=True)
-        (server / "tests").mkdir()
-        (server / "__init__.py").write_text(_template("shinken_cua/__init__.py.tmpl"))
-        (server / "tests" / "__init__.py").write_text("")
-        (server / "app.py").write_text(_template("shinken_cua/app.py.tmpl"))
-        (server / "tests" / "test_app.py").write_text(_template("shinken_cua/tests/test_app.py.tmpl"))
-        (server / "README.md").write_text(_render("shinken_cua/README.md.tmpl", **common))
+        split_rows = {"train": [rows[i] for i in split.train], "validation": [rows[i] for i in split.validation],
+                      "example": [rows[i] for i in example]}
+        data_hash = hashlib.sha256(orjson.dumps(split_rows)).hexdigest()[:8]
+        description = (f"CUA-Gym computer-use tasks ({len(split.train)} train, {len(split.validation)} validation) "
+                       "on Linux desktop containers forked per rollout from each task's set-up golden state and "
+                       "scored by the task's own reward.py (partial credit in [0, 1])")
+        server = stage / names.server_dir
+        for rel in SERVER_CODE:
+            (server / rel).parent.mkdir(parents=True, exist_ok=True)
+            (server / rel).write_text(_template(f"server/{rel}"))
+        wheel = build_wheel(server / "vendor", [(server / rel).read_text() for rel in SERVER_CODE])
+        store = copy_bundles(bundles, stage / names.tasks, task_root)
+        for split_name, docs in split_rows.items():
+            _jsonl(stage / names.data(split_name), docs)
+        _jsonl(server / "tests" / "verifier_cases.jsonl", evidence.cases)
         (server / "requirements.txt").write_text(_render(
-            "shinken_cua/requirements.txt.tmpl", shinken_requirement=f"./vendor/{wheel.name}"))
-        (stage / CONFIG_REL).write_text(_render(
-            "shinken_cua/configs/shinken_cua.yaml.tmpl",
-            **{**common, "task_root": _yaml_str(str(task_root)), "image": _yaml_str(opts.image),
-               "license": _yaml_str(opts.license)}))
-        (stage / "env.yaml").write_text(_template("env.yaml.tmpl"))
-        _jsonl(server / "data" / "train.jsonl", [rows[i] for i in split.train])
-        _jsonl(server / "data" / "validation.jsonl", [rows[i] for i in split.validation])
-        _jsonl(server / "data" / "example.jsonl", [rows[i] for i in example])
+            "server/requirements.txt.tmpl", shinken_requirement=f"./vendor/{wheel.name}"))
+        (stage / names.server_config).parent.mkdir(parents=True, exist_ok=True)
+        (stage / names.server_config).write_text(dump_yaml(
+            gymcfg.server_config(names, engine, lic, description),
+            comment=f"Generated by `shinken make-workspace` (shinken {shinken.__version__}). Paths are relative to "
+                    "the workspace root;\n${oc.env:VAR,default} values may be overridden by setting VAR "
+                    f"(see {names.server_dir}/README.md)."))
+        env_dir = stage / names.env_dir
+        env_dir.mkdir(parents=True)
+        (env_dir / "__init__.py").write_text("")
+        (env_dir / "config.yaml").write_text(dump_yaml(gymcfg.environment_config(names)))
+        (env_dir / "manifest.yaml").write_text(dump_yaml(gymcfg.manifest(
+            names, version=f"{shinken.__version__.split('+')[0]}+{data_hash}", description=description, lic=lic,
+            authors=authors, determinism=evidence.determinism)))
+        counts = evidence.counts()
+        common = dict(
+            name=names.name, shinken_version=shinken.__version__, source=_describe_source(source),
+            image=opts.image, license=lic.spdx, dataset_license=lic.gym_label, license_source=lic.source,
+            n_train=len(split.train), n_validation=len(split.validation), seed=opts.seed, stratify=opts.stratify,
+            val_fraction=opts.val_fraction, n_bundles=store.bundles, bytes_total=store.bytes_total,
+            bytes_stored=store.bytes_stored, linked=store.linked, determinism=evidence.determinism,
+            n_cases=len(evidence.cases), cases=_case_table(evidence.cases),
+            gates="\n".join(gymcfg.gate_commands(names)), run="\n".join(gymcfg.run_commands(names)),
+            zero=counts["zero_reward"], full=counts["full_reward"], model_config=gymcfg.MODEL_CONFIG,
+            agent=names.agent_instance, server_dir=names.server_dir, tasks=names.tasks)
+        (server / "README.md").write_text(_render("server/README.md.tmpl", **common))
+        (env_dir / "README.md").write_text(_render("environment/README.md.tmpl", **common))
+        (stage / "env.yaml").write_text(_template("env.yaml"))
         manifest = {
             "schema": "shinken.workspace/1",
             "created_at": utc_now(),
-            "shinken_version": version,
+            "shinken_version": shinken.__version__,
+            "name": names.name,
             "task_root": str(task_root),
             "ids_file": str(Path(opts.ids_file).resolve()),
             "image": opts.image,
@@ -205,20 +227,30 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
             "val_fraction": opts.val_fraction,
             "stratify": opts.stratify,
             "max_steps": opts.max_steps,
-            "license": opts.license,
-            "wheel": str(Path(SERVER_DIR) / "vendor" / wheel.name),
+            "license": lic.spdx,
+            "dataset_license": lic.gym_label,
+            "license_source": lic.source,
+            "authors": authors,
+            "source": source.to_json() if source else None,
+            "wheel": str(names.server_dir / "vendor" / wheel.name),
+            "store": {**store.to_json(), "path": str(names.tasks), "index": store.index},
+            "evidence": {**evidence.sources, "determinism_level": evidence.determinism, "verifier_cases": counts},
             "train": split.train,
             "validation": split.validation,
             "example": example,
         }
         write_json(stage / MANIFEST, manifest, "workspace_manifest")
         os.chmod(stage, 0o755)
+        (stage / OWNER_MARKER).unlink()
         swap_into_place(stage, dest)
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    return WorkspaceResult(dest, split.train, split.validation, example,
-                           dest / SERVER_DIR / "vendor" / wheel.name, commands_for(dest))
+    finally:
+        unregister_temp_dir(stage)
+    return WorkspaceResult(dest, names.name, split.train, split.validation, example,
+                           dest / names.server_dir / "vendor" / wheel.name, lic.spdx, evidence.determinism,
+                           counts, store.to_json(), evidence.notes, commands_for(dest, names))
 
 
 def _check_disjoint(train: list[str], val: list[str], rows: dict[str, dict[str, Any]]) -> None:

@@ -1,0 +1,70 @@
+"""Checks of this server that need no Docker (run by `gym env test --resources-server <name>`).
+The verifier itself runs on real forks in `gym env test <environment>` (tests/verifier_cases.jsonl);
+the Docker-backed HTTP contract is tested in the shinken repository."""
+
+import json
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nemo_gym.server_utils import ServerClient
+from nemo_gym.task_data import load_task_data_schema, validate_jsonl_rows
+
+from ..app import CONFIG_PATH, SERVER_DIR, ShinkenCuaConfig, ShinkenCuaResourcesServer, load_config
+
+DATASETS = sorted(p for p in (SERVER_DIR / "data").glob("*.jsonl") if p.stem in ("train", "validation", "example"))
+
+
+def _server(**kw):
+    config = ShinkenCuaConfig(host="127.0.0.1", port=8080, entrypoint="app.py", name=SERVER_DIR.name, **kw)
+    return ShinkenCuaResourcesServer(config=config, server_client=MagicMock(spec=ServerClient))
+
+
+def test_routes_cover_every_tool():
+    from shinken.computer.tools import TOOL_SCHEMAS
+
+    app = _server().setup_webserver()
+    posts = {r.path for r in app.routes if "POST" in getattr(r, "methods", set())}
+    for path in ["/seed_session", "/verify", "/close_session"] + [f"/{t['name']}" for t in TOOL_SCHEMAS]:
+        assert path in posts, path
+
+
+def test_more_than_one_worker_is_refused():
+    with pytest.raises(ValueError, match="one worker"):
+        _server(num_workers=2)
+
+
+def test_tool_call_without_a_session_is_refused():
+    client = TestClient(_server().setup_webserver())
+    response = client.post("/computer_observe", json={"mode": "tree"})
+    assert response.status_code == 409
+    assert response.json()["error"] == "no_session"
+
+
+def test_judge_settings_come_in_pairs():
+    from shinken.errors import ShinkenError
+
+    # Refused before any engine (or Docker) is made: a judge URL needs the model it serves.
+    with pytest.raises(ShinkenError, match="shinken_judge_model"):
+        _server(shinken_judge_url="http://127.0.0.1:9/v1").config.make_engine()
+
+
+def test_config_names_a_task_root_inside_the_workspace_holding_every_task():
+    config = load_config(CONFIG_PATH)
+    root = config.task_root()
+    assert root.is_dir(), root
+    for path in DATASETS:
+        for line in path.read_text().splitlines():
+            task = json.loads(line)["task_id"]
+            assert (root / task).is_dir(), f"{path.name}: {task} is not under {root}"
+
+
+@pytest.mark.parametrize("path", DATASETS, ids=[p.name for p in DATASETS])
+def test_rows_match_the_task_data_schema(path: Path):
+    adapter = load_task_data_schema(SERVER_DIR)
+    assert adapter is not None
+    report = validate_jsonl_rows(SERVER_DIR.name, adapter, str(path), path.read_text().splitlines())
+    assert report.rows > 0 and report.clean, report.summary()
+
