@@ -9,6 +9,7 @@ import hashlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -170,7 +171,9 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: s
     return out
 
 
-def plan(req: ProbeRequest) -> Plan:
+def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
+    """The bundles to probe and those dropped without probing. `image_id` gives the id the
+    run resolved once; the probe's own triage (no --triage) inspects that image, not the ref."""
     bundles = load_root(req.task_root)
     if req.ids is not None:
         wanted = read_task_ids(req.ids)
@@ -182,8 +185,8 @@ def plan(req: ProbeRequest) -> Plan:
     dropped: dict[str, tuple[str, str]] = {}
     judge = req.judge is not None
     triage = (_verdicts_from_triage(req.triage, judge) if req.triage
-              else _triage_now(req.task_root, bundles, req.image, req.judge.url if req.judge else None,
-                               req.hub, req.mock_urls))
+              else _triage_now(req.task_root, bundles, image_id() if image_id else req.image,
+                               req.judge.url if req.judge else None, req.hub, req.mock_urls))
     for b in bundles:
         if not b.ok:
             dropped[b.id] = ("defective", b.why_defective())
@@ -222,8 +225,15 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     if req.state_fidelity not in (None, "filesystem"):
         raise ShinkenError(f"--state-fidelity {req.state_fidelity}: only `filesystem` is available on this tier")
     t0 = time.monotonic()
-    p = plan(req)
-    image_id = resolve_image(req.image)
+    resolved: list[str] = []
+
+    def resolved_image_id() -> str:  # once per run, after the input checks (usage errors first)
+        if not resolved:
+            resolved.append(resolve_image(req.image))
+        return resolved[0]
+
+    p = plan(req, resolved_image_id)
+    image_id = resolved_image_id()
     run_dir = Path(req.run_dir) if req.run_dir else default_run_dir(req.task_root, req.image)
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
