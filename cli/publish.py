@@ -47,6 +47,7 @@ def publish(
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="As make-workspace: share of tasks for validation.")] = 0.1,
     seed: Annotated[int, typer.Option("--seed", help="As make-workspace: split seed.")] = 0,
     stratify: Annotated[str, typer.Option("--stratify", help="As make-workspace: task field to stratify by, or `none`.")] = "app_type",
+    name: Annotated[str, typer.Option("--name", help="As make-workspace: the environment the rows are for.")] = "shinken_cua",
     json_out: JsonFlag = False,
 ) -> None:
     """Publish the kept tasks of a probe receipt as a Hugging Face dataset repo.
@@ -65,7 +66,7 @@ def publish(
     output = Output(json_out)
     res = run_publish(PublishOptions(
         repo_id=repo_id, receipt=receipt, triage=triage, profile=profile, task_root=task_root, revision=revision,
-        private=private, create_pr=create_pr, local_dir=local_dir, message=message, license=license,
+        private=private, create_pr=create_pr, local_dir=local_dir, message=message, license=license, name=name,
         split=SplitOptions(val_fraction=val_fraction, seed=seed, stratify=stratify)),
         say=lambda line: output.note(f"shinken: {line}"))
 

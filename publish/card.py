@@ -184,7 +184,8 @@ def render_card(contents: Contents) -> str:
         f"(triage) and run on sandbox forks of its start state (probe). {n_kept} task(s) are kept; every task left "
         "out is listed in the `dropped` config with its reason.",
         "",
-        "Rows are NeMo Gym `responses_create_params` rows for the `shinken_cua` resources server; "
+        f"Rows are NeMo Gym `responses_create_params` rows for the `{prov['environment']}` environment "
+        "(the resources server `shinken make-workspace` writes); "
         f"`{prov['bundles']['path']}` holds the kept task bundles themselves (`task.json`, `reward.py`, setup files).",
         "",
         "## Provenance",

@@ -148,9 +148,14 @@ def summary_markdown(inputs: Inputs) -> str:
                            profile=inputs.profile.doc if inputs.profile else None, level=2)
 
 
-def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license: str | None = None) -> Contents:
+def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license: str | None = None,
+                   name: str = rows_mod.SERVER_NAME) -> Contents:
+    """`name` is make-workspace's --name: the environment the rows' agent_ref points at."""
+    from shinken.workspace.gym_config import Names
+
     kept = inputs.kept_bundles()
-    rows = {b.id: rows_mod.make_row(b) for b in kept}
+    names = Names(name)
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance) for b in kept}
     s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
     splits: dict[str, list[dict[str, Any]]] = {
         "train": [rows[i] for i in s.train],
@@ -178,6 +183,7 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
         "image": {"ref": image["ref"], "id": image["id"], "content_hash": image_content_hash(image["id"])},
         "probe": _probe_settings(inputs),
         "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify},
+        "environment": name,
         "counts": _counts(inputs, splits, dropped),
         "profile": prof.edges() if prof else None,
         "bundles": {"path": BUNDLES_PATH, "tasks": len(kept), "sha256": None, "size": None, "members": 0},

@@ -15,6 +15,7 @@ from shinken.publish.contents import SplitOptions, build_contents
 from shinken.publish.files import LocalFile, write_files, write_local_dir
 from shinken.publish.inputs import read_inputs
 from shinken.schemas import check_own
+from shinken.workspace.rows import SERVER_NAME
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
@@ -32,6 +33,7 @@ class PublishOptions:
     local_dir: Path | None = None
     message: str | None = None
     license: str | None = None
+    name: str = SERVER_NAME  # make-workspace's --name
     split: SplitOptions = field(default_factory=SplitOptions)
 
 
@@ -78,7 +80,7 @@ def publish(opts: PublishOptions, say: Callable[[str], None] = lambda _: None) -
     """`say` gets one line per stage (progress, for stderr); bad input fails before the first."""
     _check_options(opts)
     inputs = read_inputs(opts.receipt, triage_path=opts.triage, task_root=opts.task_root, profile_path=opts.profile)
-    contents = build_contents(inputs, repo_id=opts.repo_id, split=opts.split, license=opts.license)
+    contents = build_contents(inputs, repo_id=opts.repo_id, split=opts.split, license=opts.license, name=opts.name)
     splits = dict(contents.provenance["counts"]["splits"])
     say(f"{len(contents.kept)} kept and {len(contents.dropped)} dropped task(s) from {opts.receipt}; "
         f"packing the kept bundles")

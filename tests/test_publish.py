@@ -160,11 +160,17 @@ def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_pat
     from shinken.workspace.writer import WorkspaceOptions, make_workspace
 
     ws = make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=demo_run["root"],
-                                         ids_file=demo_run["receipt"]))
-    data = ws.dest / "resources_servers" / "shinken_cua" / "data"
+                                         ids_file=demo_run["receipt"], license="apache-2.0", name="cua_demo"))
+    named = tmp_path / "named"
+    _ok(_publish(demo_run, env, "--name", "cua_demo", "--local-dir", str(named)))
+    data = ws.dest / "resources_servers" / "cua_demo" / "data"
     for split in ("train", "validation"):
-        assert files[f"data/{split}.jsonl"] == (data / f"{split}.jsonl").read_bytes()
+        assert (named / "data" / f"{split}.jsonl").read_bytes() == (data / f"{split}.jsonl").read_bytes()
         assert [r["task_id"] for r in _jsonl(files[f"data/{split}.jsonl"])] == getattr(ws, split)
+        default_rows = _jsonl(files[f"data/{split}.jsonl"])
+        assert {r["agent_ref"]["name"] for r in default_rows} == {"shinken_cua_simple_agent"}
+        assert [r | {"agent_ref": None} for r in default_rows] == \
+               [r | {"agent_ref": None} for r in _jsonl((named / "data" / f"{split}.jsonl").read_bytes())]
     rows = _jsonl(files["data/dropped.jsonl"])
     assert all(check_with_jsonschema("dropped_row", r) == [] for r in rows)
     by_id = {r["task_id"]: r for r in rows}
