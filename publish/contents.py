@@ -4,6 +4,7 @@ provenance every claim on the card is made from."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +101,10 @@ def _probe_settings(inputs: Inputs) -> dict[str, Any]:
     }
 
 
-def image_content_hash(image_id: str) -> str | None:
-    """The `shinken.content_hash` label of the task image, when this machine's Docker has it."""
+def image_content_hash(image_id: str, image_ref: str) -> str | None:
+    """The `shinken.content_hash` label of the task image when this machine's Docker has it,
+    else the hash a `<repo>:<hash12>` reference names. The card must not depend on how fast
+    Docker answered (an unchanged re-publish compares the card's bytes), so the wait is long."""
     from docker.errors import DockerException
 
     from shinken.images.build import LABEL_HASH
@@ -109,10 +112,14 @@ def image_content_hash(image_id: str) -> str | None:
     from shinken.sandbox.docker_client import connect
 
     try:
-        labels = connect(timeout=5).images.get(image_id).labels or {}
+        labels = connect(timeout=30).images.get(image_id).labels or {}
+        found = labels.get(LABEL_HASH)
+        if isinstance(found, str) and found:
+            return found
     except (InfraError, DockerException):  # no Docker here, or the image is gone: the id alone still names it
-        return None
-    return labels.get(LABEL_HASH)
+        pass
+    tag = image_ref.rpartition(":")[2]
+    return tag if re.fullmatch(r"[0-9a-f]{12}", tag) and "/" not in tag else None
 
 
 def _source(inputs: Inputs) -> dict[str, Any] | None:
@@ -180,7 +187,7 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
         "license": lic,
         "license_from": lic_from,
         "source": _source(inputs),
-        "image": {"ref": image["ref"], "id": image["id"], "content_hash": image_content_hash(image["id"])},
+        "image": {"ref": image["ref"], "id": image["id"], "content_hash": image_content_hash(image["id"], image["ref"])},
         "probe": _probe_settings(inputs),
         "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify},
         "environment": name,

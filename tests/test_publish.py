@@ -386,3 +386,15 @@ def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:
     _fails(_run(["publish", "--repo-id", "team/banded", "--receipt", str(receipt), "--task-root", str(REPO / "demo"),
                  "--profile", str(prof), "--license", "mit", "--local-dir", str(tmp_path / "out2")]),
            EXIT_USAGE, "did not keep")
+
+
+def test_card_does_not_depend_on_docker_answering(demo_run, hub: HubServer, tmp_path: Path) -> None:
+    """An unchanged re-publish compares the card's bytes, so the image content hash must not
+    come and go with the engine: without Docker it is read from the hash tag the probe ran."""
+    env = _env(hub, tmp_path)
+    cards = []
+    for name, extra in (("with", {}), ("without", {"DOCKER_HOST": "tcp://127.0.0.1:1"})):
+        _ok(_publish(demo_run, {**env, **extra}, "--local-dir", str(tmp_path / name)))
+        cards.append((tmp_path / name / "README.md").read_bytes())
+    assert cards[0] == cards[1]
+    assert json.loads((tmp_path / "without" / "provenance.json").read_text())["image"]["content_hash"]
