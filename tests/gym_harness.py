@@ -249,6 +249,8 @@ class VenvCache:
     def release(self) -> None:
         if self.lock is not None:
             self.lock.close()
+        elif self.root.exists():  # private venvs (GBs) go with the session that built them
+            subprocess.run(["rm", "-rf", str(self.root)], capture_output=True)
 
 
 def acquire_venvs(key: str, private: Path) -> VenvCache:

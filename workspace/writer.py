@@ -208,6 +208,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
             n_train=len(split.train), n_validation=len(split.validation), seed=opts.seed, stratify=opts.stratify,
             val_fraction=opts.val_fraction, n_bundles=store.bundles, bytes_total=store.bytes_total,
             bytes_stored=store.bytes_stored, linked=store.linked, determinism=evidence.determinism,
+            determinism_why=evidence.sources.get("determinism", "no probe receipt"),
             n_cases=len(evidence.cases), cases=_case_table(evidence.cases),
             gates="\n".join(gymcfg.gate_commands(names)), run="\n".join(gymcfg.run_commands(names)),
             zero=counts["zero_reward"], full=counts["full_reward"], model_config=gymcfg.MODEL_CONFIG,
