@@ -4,17 +4,19 @@ report steps have something real to read on a machine without a model.
 
     python tests/demo_rollouts.py --workspace ~/shinken-demo-workspace --out out/demo/rollouts
 
-It writes env.yaml in the workspace (pointing at the policy, as a user would), starts
-`gym env start` in the runner image, runs `gym eval run --num-repeats K` over the
-workspace's train and validation rows, and stops everything. One rollout of hello-file has
-its fork killed mid-rollout, to show a masked rollout in the profile."""
+It points the workspace's env.yaml at the policy (as a user would), starts `gym env start` in
+the runner image (tests/gym_harness.py: the workspace mounted as the Gym tests mount it),
+runs `gym eval run --num-repeats K` over the workspace's train and validation rows, stops
+everything and copies the rollout files to --out. One rollout of hello-file has its fork
+killed mid-rollout, to show a masked rollout in the profile."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -22,12 +24,10 @@ import chance_policy as cp  # noqa: E402
 import gym_harness as gh  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 
-DEMO = Path(__file__).resolve().parent.parent / "demo"
-UV_CACHE = Path.home() / ".cache" / "shinken" / "nemo-gym-uv"  # shared with the Gym tests
-AGENT = "shinken_cua_simple_agent"
 # too_easy, too_hard, and one for the band; tasks without an entry are not rolled out.
 CHANCE = {"hello-file": 1.0, "zenity-entry": 0.0, sp.SPREADSHEET: 0.5, "zero-signal": 1.0}
 KILLS = {"hello-file": 1}
+RESULTS = "results/demo-rollouts"  # inside the workspace, where the runner can write
 
 
 def main() -> int:
@@ -46,37 +46,34 @@ def main() -> int:
     if not rows:
         print("no demo task of the chance policy in this workspace", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
-    inputs = out / "inputs.jsonl"
-    inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    results = ws / RESULTS
+    shutil.rmtree(results, ignore_errors=True)
+    results.mkdir(parents=True)
+    (results / "inputs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     tasks = {r["task_id"] for r in rows}
     plans = cp.seeded_plans({t: p for t, p in CHANCE.items() if t in tasks}, ns.repeats, ns.seed, KILLS)
     policy = sp.PolicyServer(decide=cp.ChancePolicy(plans)).start()
-    # Gym's head server binds 127.0.0.1:11000 unless told otherwise: take a free port, so this
-    # can run beside another Gym session on the host network.
-    (ws / "env.yaml").write_text(f"policy_base_url: {policy.base_url}\npolicy_api_key: EMPTY\n"
-                                 f"policy_model_name: scripted\n"
-                                 f"head_server: {{host: 127.0.0.1, port: {gh.free_port()}}}\n")
-    UV_CACHE.mkdir(parents=True, exist_ok=True)
-    start = next(c for c in commands_for(ws) if c.startswith("gym env start "))
-    c = gh.GymContainer(mounts=[ws, out, DEMO, UV_CACHE], workdir=str(ws), env={"UV_LINK_MODE": "copy"})
-    log = out / "gym-env-start.log"
-    c.start(f"exec {start} +uv_cache_dir={UV_CACHE} > {log} 2>&1")
+    gh.point_at_policy(ws, policy.base_url)
+    private = Path(tempfile.mkdtemp(prefix="shinken-demo-venvs-"))  # used only when the shared venvs are busy
+    c, venvs = gh.runner(ws, private)
     try:
-        t0 = time.monotonic()
-        while "servers ready!" not in (log.read_text(errors="replace") if log.exists() else ""):
-            if not c.running() or time.monotonic() - t0 > 1800:
-                print(f"gym env start failed:\n{log.read_text(errors='replace')[-4000:]}", file=sys.stderr)
-                return 1
-            time.sleep(2)
-        r = c.exec(f"gym eval run --no-serve --agent {AGENT} --input {inputs} --output {out / 'rollouts.jsonl'} "
-                   f"--num-repeats {ns.repeats} --concurrency 2", timeout=3600)
-        if r.returncode != 0 or policy.errors:
-            print((r.stdout + r.stderr)[-4000:], policy.errors, file=sys.stderr)
-            return 1
+        pid, _, _ = gh.start_servers(c, next(x for x in commands_for(ws) if x.startswith("gym env start ")))
+        try:
+            r = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {RESULTS}/inputs.jsonl "
+                       f"--output {RESULTS}/rollouts.jsonl --num-repeats {ns.repeats} --concurrency 2", timeout=3600)
+        finally:
+            gh.interrupt(pid)
     finally:
         c.stop()
+        venvs.release()
         policy.stop()
+        shutil.rmtree(private, ignore_errors=True)
+    if r.returncode != 0 or policy.errors:
+        print((r.stdout + r.stderr)[-4000:], policy.errors, file=sys.stderr)
+        return 1
+    out.mkdir(parents=True, exist_ok=True)
+    for f in results.iterdir():
+        shutil.copy2(f, out / f.name)
     print(f"rollouts: {out / 'rollouts.jsonl'} ({sum(len(p) for p in plans.values())} planned: {plans})")
     return 0
 
