@@ -136,7 +136,7 @@ class _Page:
             parts.append(self.fig("Start-state tiers (tasks; none = dropped before a tier was given)",
                                   svg.stacked_bars(rows, COUNT_SERIES, "tier", "tiers")))
         else:
-            fid = f" (run with --state-fidelity {p.state_fidelity})" if p.state_fidelity else ""
+            fid = f" (the probe ran with --state-fidelity {p.state_fidelity})" if p.state_fidelity else ""
             parts.append(f'<p class="note">Start-state tiers: this receipt records none{escape(fid)}.</p>')
         self.sections.append("".join(parts))
 
