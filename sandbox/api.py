@@ -80,6 +80,18 @@ class FidelityError(SandboxError):
     caller did not accept that."""
 
 
+class StartStateError(SandboxError):
+    """A computer made from a golden (a relaunched fork or a re-provisioned container) does not
+    show the desktop the golden recorded. Evidence about the tier, not the task: the probe falls
+    back to the next tier; the engine masks the rollout as an infrastructure failure."""
+
+    def __init__(self, tier: str, differences: list[str], timings: dict[str, float] | None = None) -> None:
+        self.tier = tier
+        self.differences = list(differences)
+        self.timings = dict(timings or {})
+        super().__init__(f"{tier}: " + "; ".join(self.differences or ["start state differs"]))
+
+
 class SessionError(SandboxError):
     """Misuse: a closed fork, a stale generation, an exhausted pool."""
 

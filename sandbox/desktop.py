@@ -1,0 +1,143 @@
+"""The desktop a task's setup left, as recorded at golden build by the guest script
+`shinken-desktop-state record` (images/guest/), and the comparison of a fork's desktop with it.
+
+Pure: no Docker. The record is stored with the golden (its meta label) and versioned with the
+golden's hash; its JSON shape is schemas/desktop_record.schema.json."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from shinken.schemas import validation_error
+
+DIALOG_ROLES = frozenset({"dialog", "alert", "file chooser", "color chooser", "font chooser"})
+
+
+@dataclass(frozen=True)
+class Window:
+    """A showing top-level window of an application in the accessibility tree."""
+
+    app: str
+    role: str
+    title: str
+
+    @property
+    def is_dialog(self) -> bool:
+        return self.role in DIALOG_ROLES
+
+    def describe(self) -> str:
+        kind = "dialog" if self.is_dialog else "window"
+        return f"{kind} {self.title!r} ({self.app} {self.role})"
+
+    def to_json(self) -> dict[str, str]:
+        return {"app": self.app, "role": self.role, "title": self.title}
+
+
+@dataclass(frozen=True)
+class Root:
+    """The top process of a process tree the setup started that was alive at commit."""
+
+    argv: tuple[str, ...]
+    cwd: str | None
+    uid: int
+    env: dict[str, str] | None  # None: unreadable at record time (the fork's session env is used)
+    children: tuple[str, ...] = ()  # program names below it (soffice.bin under oosplash)
+
+    @property
+    def command(self) -> str:
+        return " ".join(self.argv)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "cwd": self.cwd, "uid": self.uid, "env": self.env,
+                "children": list(self.children)}
+
+
+@dataclass(frozen=True)
+class DesktopRecord:
+    roots: tuple[Root, ...] = ()
+    windows: tuple[Window, ...] = ()
+    active: str | None = None  # title of the focused window
+    settled: bool = True  # False: the desktop was still changing when the record's time ran out
+    processes: tuple[str, ...] = ()  # every process the setup left (command lines), for the receipt
+
+    @property
+    def lost(self) -> list[str]:
+        """What a plain filesystem fork would lose: the roots' command lines."""
+        return [r.command for r in self.roots]
+
+    @property
+    def needs_relaunch(self) -> bool:
+        return bool(self.roots)
+
+    def signature(self) -> dict[str, Any]:
+        """What every computer made from this golden must show: windows (sorted) and focus."""
+        return {"windows": [w.to_json() for w in self.windows], "active": self.active}
+
+    def signature_hash(self) -> str:
+        doc = json.dumps(self.signature(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(doc.encode()).hexdigest()[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"roots": [r.to_json() for r in self.roots], "windows": [w.to_json() for w in self.windows],
+                "active": self.active, "settled": self.settled, "processes": list(self.processes)}
+
+    def restore_arg(self) -> str:
+        """The record as the guest's `restore --record` wants it (roots + the signature to wait for)."""
+        return json.dumps({"roots": [r.to_json() for r in self.roots], **self.signature()}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, doc: Any) -> "DesktopRecord":
+        """Parse a record (the guest's output or a stored one); ValueError when it is malformed."""
+        err = validation_error("desktop_record", doc)
+        if err is not None:
+            raise ValueError(f"desktop record does not match schemas/desktop_record.schema.json: {err}")
+        return cls(
+            roots=tuple(Root(argv=tuple(r["argv"]), cwd=r.get("cwd"), uid=int(r["uid"]), env=r.get("env"),
+                             children=tuple(r.get("children") or ())) for r in doc.get("roots", [])),
+            windows=tuple(sorted((Window(w["app"], w["role"], w["title"]) for w in doc.get("windows", [])),
+                                 key=lambda w: (w.app, w.role, w.title))),
+            active=doc.get("active"),
+            settled=bool(doc.get("settled", True)),
+            processes=tuple(doc.get("processes") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A computer's desktop as the guest saw it after a relaunch or a re-provision."""
+
+    windows: tuple[Window, ...]
+    active: str | None
+    dead: tuple[str, ...] = ()  # relaunched roots that exited
+    errors: tuple[str, ...] = ()  # roots that could not be started
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_guest(cls, doc: dict[str, Any]) -> "Observed":
+        wins = tuple(sorted((Window(str(w.get("app", "")), str(w.get("role", "")), str(w.get("title", "")))
+                             for w in doc.get("windows") or [] if isinstance(w, dict)),
+                            key=lambda w: (w.app, w.role, w.title)))
+        timings = {k: float(doc[k]) for k in ("clean_s", "launch_s", "wait_s", "first_window_s")
+                   if isinstance(doc.get(k), (int, float))}
+        return cls(windows=wins, active=doc.get("active"), dead=tuple(doc.get("dead") or ()),
+                   errors=tuple(doc.get("errors") or ()), timings=timings)
+
+
+def differences(expected: DesktopRecord, seen: Observed) -> list[str]:
+    """What the computer shows that the golden did not, and the reverse, in words (empty: the
+    start states match)."""
+    out = [f"could not start {e}" for e in seen.errors]
+    out += [f"`{d}` exited after relaunch" for d in seen.dead]
+    want, got = list(expected.windows), list(seen.windows)
+    for w in want:
+        if w in got:
+            got.remove(w)
+        else:
+            out.append(f"missing {w.describe()}")
+    out += [f"unexpected {w.describe()}" for w in got]
+    if not out and expected.active is not None and seen.active != expected.active:
+        out.append(f"focus on {seen.active!r}, the golden had {expected.active!r}")
+    return out

@@ -1,0 +1,78 @@
+"""Record, restore and check a task's start state inside a sandbox container, through the guest
+script `shinken-desktop-state` (images/guest/). Works on anything with the sandbox box's
+`exec(argv, timeout=, user=)`; the provider calls it at golden build (baseline + record), on
+relaunch-tier forks (restore) and on re-provisioned containers (record + compare)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from shinken.sandbox.api import ExecResult, InfraError, StartStateError
+from shinken.sandbox.desktop import DesktopRecord, Observed, differences
+
+GUEST = "shinken-desktop-state"
+RECORD_TIMEOUT_S = 90.0  # an app still starting when the setup ends (GIMP under load) is waited for
+RESTORE_TIMEOUT_S = 90.0  # relaunched apps must show the recorded windows within this
+EXEC_SLACK_S = 30.0
+
+
+class _Execs(Protocol):
+    def exec(self, cmd: list[str], *, timeout: float = ..., user: str = ...) -> ExecResult: ...
+
+
+def _json(res: ExecResult, what: str) -> dict[str, Any]:
+    lines = [ln for ln in res.output.strip().splitlines() if ln.startswith("{")]
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        detail = "timed out" if res.timed_out else f"exit {res.exit_code}"
+        raise InfraError(f"{GUEST} {what} printed no result ({detail}): {res.output.strip()[-300:]}")
+    if doc.get("error"):
+        raise InfraError(f"{GUEST} {what} failed: {doc['error']}")
+    return doc
+
+
+def baseline(box: _Execs) -> None:
+    """Remember the processes alive before the setup runs (the desktop's own)."""
+    _json(box.exec([GUEST, "baseline"], timeout=60), "baseline")
+
+
+def record(box: _Execs, *, timeout: float = RECORD_TIMEOUT_S) -> DesktopRecord:
+    """What the setup left: the roots still alive and the settled windows."""
+    doc = _json(box.exec([GUEST, "record", "--timeout", str(timeout)], timeout=timeout + EXEC_SLACK_S), "record")
+    try:
+        return DesktopRecord.from_json(doc)
+    except ValueError as exc:
+        raise InfraError(f"{GUEST} record: {exc}") from None
+
+
+def clean(box: _Execs) -> None:
+    """Remove what killed processes left in the committed filesystem (lock and recovery files)."""
+    _json(box.exec([GUEST, "clean"], timeout=60), "clean")
+
+
+def restore(box: _Execs, rec: DesktopRecord, *, timeout: float = RESTORE_TIMEOUT_S,
+            clean_first: bool = True) -> Observed:
+    """Clean, relaunch the record's roots and wait (bounded) for its windows. Raises
+    StartStateError naming what differs when they do not appear."""
+    argv = [GUEST, "restore", "--record", rec.restore_arg(), "--timeout", str(timeout)]
+    if not clean_first:
+        argv.append("--no-clean")
+    res = box.exec(argv, timeout=timeout + EXEC_SLACK_S)
+    seen = Observed.from_guest(_json(res, "restore"))
+    diff = differences(rec, seen)
+    if diff:
+        raise StartStateError("relaunch", diff, seen.timings)
+    return seen
+
+
+def compare(tier: str, expected: DesktopRecord, rec: DesktopRecord) -> Observed:
+    """A freshly provisioned container's settled desktop must be the golden's (StartStateError)."""
+    seen = Observed(windows=rec.windows, active=rec.active)
+    diff = differences(expected, seen)
+    if diff:
+        raise StartStateError(tier, diff)
+    return seen
