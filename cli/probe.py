@@ -31,6 +31,7 @@ class ExecutorKind(str, Enum):
 
 class Fidelity(str, Enum):
     filesystem = "filesystem"
+    process_memory = "process_memory"  # accepted so it can be refused with the reason (no CRIU here)
 
 
 def _sigterm_to_interrupt() -> None:
@@ -54,7 +55,7 @@ def probe(
     repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="No-op forks per task (>= 2 checks determinism).")] = 2,
     replay: Annotated[Optional[Path], typer.Option("--replay", help="NeMo Gym rollouts JSONL to replay and re-score.")] = None,
     retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of infrastructure failures per task.")] = 3,
-    state_fidelity: Annotated[Optional[Fidelity], typer.Option("--state-fidelity", help="Accept keeping only the filesystem for tasks that would need process memory.")] = None,
+    state_fidelity: Annotated[Optional[Fidelity], typer.Option("--state-fidelity", help="filesystem: keep tasks whose start state is not checked (processes the setup left may be lost); process_memory: refused (no CRIU). Default: check it (tiers snapshot/relaunch/reprovision).")] = None,
     executor: Annotated[ExecutorKind, typer.Option("--executor", help="local threads, or Ray tasks on Docker nodes.")] = ExecutorKind.local,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Receipt log folder (default runs/probe-<hash of task root+image>).")] = None,

@@ -96,13 +96,14 @@ def final_table(doc: dict[str, Any]) -> Table:
                     f"of {doc['summary']['total']}", title_justify="left")
     t.add_column("task", overflow="fold")
     t.add_column("outcome", no_wrap=True)
+    t.add_column("tier", no_wrap=True)
     t.add_column("rewards", overflow="fold")
     for col in ("golden s", "forks s", "reward s"):
         t.add_column(col, justify="right", no_wrap=True)
     for ln in doc["tasks"]:
         tm = ln["timings"]
         golden = f"{tm['golden_build_s']:.2f}" + ("*" if tm["golden_reused"] else "")
-        t.add_row(ln["task_id"], ln["reason"] or "kept",
+        t.add_row(ln["task_id"], ln["reason"] or "kept", ln.get("tier") or "-",
                   " ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
                   golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]),
                   style="green" if ln["outcome"] == "kept" else None)
@@ -117,7 +118,8 @@ def dropped_lines(doc: dict[str, Any]) -> list[str]:
 def summary_text(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     reasons = ", ".join(f"{r} {n}" for r, n in s["by_reason"].items()) or "none"
+    tiers = ", ".join(f"{t} {n}" for t, n in (s.get("by_tier") or {}).items())
     rate = s.get("tasks_per_hour")
-    return (f"kept {s['kept']}, dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
+    return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + f", dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
             f"resumed {s.get('resumed', 0)}, infra retries {s.get('infra_retries', 0)}; "
             f"wall {s.get('wall_s', 0):.1f} s" + (f", {rate:,.0f} tasks/h" if rate else ""))

@@ -5,11 +5,15 @@ the same document as an uninterrupted one."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 from shinken.probes.runner import REASONS
 from shinken.runtime import utc_now
-from shinken.schemas import check_own
+from shinken.schemas import check_own, validation_error
+from shinken.tiers import TIER_VALUES
 
 SCHEMA = "shinken.probe/1"
 
@@ -22,11 +26,13 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
     dropped = [{"id": ln["task_id"], "reason": ln["reason"], "detail": ln["detail"]}
                for ln in tasks if ln["outcome"] == "dropped"]
     by_reason = Counter(d["reason"] for d in dropped)
+    by_tier = Counter(ln.get("tier") for ln in tasks if ln["outcome"] == "kept")
     summary: dict[str, Any] = {
         "total": len(tasks),
         "kept": len(kept),
         "dropped": len(dropped),
         "by_reason": {r: by_reason[r] for r in REASONS if by_reason[r]},
+        "by_tier": {t: by_tier[t] for t in TIER_VALUES if by_tier[t]},
         "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),
         "fork_s": round(sum(sum(ln["timings"]["fork_s"]) for ln in tasks), 3),
         "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
@@ -60,3 +66,22 @@ def decision_view(doc: dict[str, Any]) -> dict[str, Any]:
         "dropped": [(d["id"], d["reason"]) for d in doc["dropped"]],
         "rewards": {t["task_id"]: t["rewards"] for t in doc["tasks"]},
     }
+
+
+def receipt_tiers(path: Path) -> tuple[dict[str, str | None], str | None] | None:
+    """(kept task id -> its tier, the run's --state-fidelity) when `path` is a probe receipt,
+    None for a plain id list. make-workspace writes these into the dataset rows and the config."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None  # the id reader reports the unreadable file
+    if not data.lstrip().startswith(b"{"):
+        return None
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or validation_error("probe_receipt", doc):
+        return None
+    tiers = {t["task_id"]: t.get("tier") for t in doc["tasks"] if t.get("outcome") == "kept"}
+    return tiers, (doc.get("summary") or {}).get("state_fidelity")

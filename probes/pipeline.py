@@ -41,7 +41,7 @@ class ProbeRequest:
     repeats: int = 2
     replay: Path | None = None
     retries: int = 3
-    state_fidelity: str | None = None  # "filesystem" accepts losing process state
+    state_fidelity: str | None = None  # None: check the start state (tiers); "filesystem": accept losing processes
     executor: str = "local"
     ray_address: str | None = None
     run_dir: Path | None = None
@@ -222,8 +222,12 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     listener = listener or SilentListener()
     if req.repeats < 1:
         raise ShinkenError("--repeats must be at least 1")
+    if req.state_fidelity == "process_memory":
+        raise ShinkenError("--state-fidelity process_memory: checkpointing process memory needs CRIU, which does not "
+                           "work on this kernel; drop the option (the default relaunches and checks the setup's "
+                           "apps, or re-provisions) or pass --state-fidelity filesystem to skip the check")
     if req.state_fidelity not in (None, "filesystem"):
-        raise ShinkenError(f"--state-fidelity {req.state_fidelity}: only `filesystem` is available on this tier")
+        raise ShinkenError(f"--state-fidelity {req.state_fidelity}: use filesystem, or leave it out")
     t0 = time.monotonic()
     resolved: list[str] = []
 

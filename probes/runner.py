@@ -20,7 +20,8 @@ from shinken.judge.config import JudgeConfig
 from shinken.probes.receipts import LINE_SCHEMA
 from shinken.probes.rollouts import Rollout
 from shinken.runtime import utc_now
-from shinken.sandbox.api import FidelityError, Golden, Provider, RewardResult, SetupError
+from shinken.sandbox.api import Fork, Golden, Provider, RewardResult, SetupError, StartStateError
+from shinken.tiers import Tier, probe_tiers
 
 REASONS = (
     "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
@@ -28,6 +29,8 @@ REASONS = (
 )
 REWARD_TOLERANCE = 1e-6  # rewards are printed with a few decimals; equal means equal to this
 MAX_PARALLEL_FORKS = 4  # no-op forks of one task run side by side (they are independent)
+START_STATE_PROCEDURE = 1  # bump when tier selection changes: earlier receipts are not reused
+START_PHASES = ("clean_s", "launch_s", "wait_s", "setup_s")  # what a tier adds to a plain fork
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class ProbeConfig:
             "accept_filesystem": self.accept_filesystem,
             "reward_timeout": self.reward_timeout,
             "rollouts": [[r.index, r.reward, [[c.name, c.arguments] for c in r.calls]] for r in rollouts],
+            "start_state": START_STATE_PROCEDURE,
         }
         if self.judge is not None:  # absent otherwise: receipts of judge-less runs keep their hash
             doc["judge"] = self.judge.fingerprint()
@@ -78,6 +82,9 @@ class _Attempt:
     golden_tag: str | None = None
     lost_processes: list[str] = field(default_factory=list)
     deviation: str | None = None
+    tier: Tier | None = None
+    start_state: dict[str, Any] | None = None  # signature, what was checked, why a tier was passed over
+    start_s: list[float] = field(default_factory=list)  # per computer: relaunch + window wait, or the full setup
 
 
 # Removing a container takes 0.1-0.5 s (more with a desktop in it): done off the critical
@@ -155,11 +162,14 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
             "fork_s": [round(x, 4) for x in att.fork_s],
             "reward_s": [round(x, 4) for x in att.reward_s],
             "replay_s": round(att.replay_s, 4),
+            "start_s": [round(x, 4) for x in att.start_s],
             "total_s": round(total_s, 4),
         },
         "attempts": attempts,
         "infra_errors": infra_errors,
         "lost_processes": att.lost_processes,
+        "tier": att.tier.value if att.tier is not None else None,
+        "start_state": att.start_state,
         "golden": att.golden_tag,
         "node": socket.gethostname(),
         "finished_at": utc_now(precise=True),
@@ -186,19 +196,29 @@ def _check_reward(rr: RewardResult, what: str) -> float:
     return float(rr.reward)
 
 
-def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig,
-                k: int) -> tuple[float, float, RewardResult]:
-    """One no-op probe on its own fork: fork (with post-fork replay), postconfig + reward."""
+def _computer(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier) -> Fork:
+    """A computer showing the start state at `tier` (StartStateError when it does not)."""
+    if tier is Tier.REPROVISION:
+        return provider.provision(bundle, golden, setup_timeout=cfg.setup_timeout)
+    return provider.fork(golden, tier=tier)
+
+
+def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, k: int,
+                tier: Tier) -> tuple[float, float, RewardResult, float]:
+    """One no-op probe on its own computer: made at `tier` (post-fork replay, relaunch and check,
+    or a full re-provision), then postconfig + reward."""
     t0 = time.monotonic()
     try:
-        fork = provider.fork(golden)
+        fork = _computer(provider, golden, bundle, cfg, tier)
     except SetupError as exc:
-        raise _Dropped("setup_error", f"post-fork replay (fork {k}): {_setup_detail(exc)}") from None
+        where = "setup on a fresh container" if tier is Tier.REPROVISION else "post-fork replay"
+        raise _Dropped("setup_error", f"{where} (fork {k}): {_setup_detail(exc)}") from None
     try:
         fork_s = time.monotonic() - t0
+        start_s = float(sum(fork.start_timings.get(p, 0.0) for p in START_PHASES))
         t1 = time.monotonic()
         rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
-        return fork_s, time.monotonic() - t1, rr
+        return fork_s, time.monotonic() - t1, rr, start_s
     except SetupError as exc:  # postconfig failed
         raise _Dropped("setup_error", f"postconfig (fork {k}): {_setup_detail(exc)}") from None
     finally:
@@ -212,13 +232,14 @@ def _setup_detail(exc: SetupError) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, ro: Rollout) -> dict[str, Any]:
+def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, ro: Rollout,
+            tier: Tier) -> dict[str, Any]:
     """Replay a recorded rollout on a fresh fork through the workspace server's own tool
     implementation, then score it."""
     from shinken.computer.tools import new_context, run_tool
 
     try:
-        fork = provider.fork(golden)
+        fork = _computer(provider, golden, bundle, cfg, tier)
     except SetupError as exc:
         raise _Dropped("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
     try:
@@ -238,25 +259,13 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         cleanup_later(fork.close)
 
 
-def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
-    t0 = time.monotonic()
-    try:
-        # The id resolved once at the start of the run: the receipt's image_id is what the
-        # golden is built on, even if the tag is moved (an image rebuild) meanwhile.
-        golden = provider.ensure_golden(bundle, cfg.image_id, accept_filesystem=cfg.accept_filesystem,
-                                        setup_timeout=cfg.setup_timeout)
-    except FidelityError as exc:
-        raise _Dropped("fidelity", str(exc) or "task needs process-memory state; pass --state-fidelity filesystem") from None
-    except SetupError as exc:
-        raise _Dropped("setup_error", _setup_detail(exc)) from None
-    att.golden_build_s = time.monotonic() - t0
-    att.golden_reused = golden.reused
-    att.golden_tag = golden.tag
-    att.lost_processes = list(golden.lost_processes)
-
+def _forks_at(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig,
+              tier: Tier) -> list[tuple[float, float, RewardResult, float]]:
+    """K no-op probes side by side at `tier`. An infra failure anywhere voids the attempt; a
+    start-state mismatch is raised (StartStateError) so the caller can try the next tier."""
     k = max(1, cfg.repeats)
     with ThreadPoolExecutor(max_workers=min(k, MAX_PARALLEL_FORKS), thread_name_prefix="fork") as pool:
-        futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i) for i in range(k)]
+        futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i, tier) for i in range(k)]
         results = []
         first_exc: BaseException | None = None
         for f in futures:  # wait for all: every fork is handed to cleanup before the attempt ends
@@ -269,22 +278,64 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     infra = next((e for e in errors if is_infra(e)), None)
     if infra is not None:
         raise infra
+    mismatch = next((e for e in errors if isinstance(e, StartStateError)), None)
+    if mismatch is not None:
+        raise mismatch
     if first_exc is not None:
         raise first_exc
-    for i, (fork_s, reward_s, rr) in enumerate(results):
+    return results
+
+
+def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
+    t0 = time.monotonic()
+    try:
+        # The id resolved once at the start of the run: the receipt's image_id is what the
+        # golden is built on, even if the tag is moved (an image rebuild) meanwhile.
+        golden = provider.ensure_golden(bundle, cfg.image_id, setup_timeout=cfg.setup_timeout)
+    except SetupError as exc:
+        raise _Dropped("setup_error", _setup_detail(exc)) from None
+    att.golden_build_s = time.monotonic() - t0
+    att.golden_reused = golden.reused
+    att.golden_tag = golden.tag
+    att.lost_processes = list(golden.lost_processes)
+
+    # The best tier whose computers show what the setup left (shinken.tiers).
+    tiers = probe_tiers(needs_relaunch=golden.needs_relaunch,
+                        accept_filesystem=cfg.accept_filesystem or bundle.state_fidelity == "filesystem")
+    passed_over: list[str] = []
+    results: list[tuple[float, float, RewardResult, float]] = []
+    for tier in tiers:
+        try:
+            results = _forks_at(provider, golden, bundle, cfg, tier)
+        except StartStateError as exc:
+            passed_over.append(str(exc))
+            continue
+        att.tier = tier
+        break
+    if att.tier is None:
+        raise _Dropped("fidelity", "no tier reproduces the start state the setup left: " + " | ".join(passed_over))
+    record = golden.desktop
+    att.start_state = {
+        "signature": record.signature_hash() if record is not None else None,
+        "windows": [w.describe() for w in record.windows] if record is not None else [],
+        "checked": len(results) if att.tier.checked else 0,
+        "passed_over": passed_over,
+    }
+    for fork_s, reward_s, rr, start_s in results:
         att.fork_s.append(fork_s)
         att.reward_s.append(reward_s)
+        att.start_s.append(start_s)
         att.rewards.append(rr.reward)
         att.deviation = att.deviation or rr.deviation
-    values = [_check_reward(rr, f"untouched state, fork {i}") for i, (_, _, rr) in enumerate(results)]
+    values = [_check_reward(rr, f"untouched state, fork {i}") for i, (_, _, rr, _) in enumerate(results)]
     if max(values) - min(values) > REWARD_TOLERANCE:
-        raise _Dropped("nondeterministic", f"{k} forks of the same golden scored {values}")
+        raise _Dropped("nondeterministic", f"{len(results)} forks of the same golden scored {values}")
     if values[0] >= 1.0 - REWARD_TOLERANCE:
         raise _Dropped("zero_signal", f"the untouched state already scores {values[0]}; no learning signal")
 
     t1 = time.monotonic()
     for ro in rollouts:
-        rec = _replay(provider, golden, bundle, cfg, ro)
+        rec = _replay(provider, golden, bundle, cfg, ro, att.tier)
         att.replay.append(rec)
     att.replay_s = time.monotonic() - t1
     bad = [r for r in att.replay if not r["match"]]
@@ -365,8 +416,21 @@ def _kept_detail(att: _Attempt) -> str:
     s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} fork(s)"
     if att.replay:
         s += f"; {len(att.replay)} replay(s) reproduce"
-    if att.lost_processes:
-        s += f"; not recreated after fork: {', '.join(att.lost_processes)}"
+    return s + f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
+
+
+def tier_reason(att: _Attempt) -> str:
+    """Why the task got its tier, in words (the receipt's detail)."""
+    windows = ", ".join((att.start_state or {}).get("windows") or []) or "no windows"
+    if att.tier is Tier.SNAPSHOT:
+        return "nothing the setup started was running at commit"
+    if att.tier is Tier.FILESYSTEM:
+        return f"start state not checked; not recreated after fork: {', '.join(att.lost_processes)}"
+    how = "relaunched " + ", ".join(att.lost_processes) if att.tier is Tier.RELAUNCH else "full setup per rollout"
+    s = f"{how}; {len(att.rewards)} computer(s) showed the golden's {windows}"
+    passed = (att.start_state or {}).get("passed_over") or []
+    if passed:
+        s += f" (passed over: {' | '.join(passed)})"
     return s
 
 

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, ShinkenError
+from shinken.sandbox.desktop import DesktopRecord
 
 OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
 
@@ -75,11 +76,6 @@ class SetupError(SandboxError):
         super().__init__(f"{where}[{step_index}] ({step_type}): {detail}")
 
 
-class FidelityError(SandboxError):
-    """The bundle needs process_memory state, this tier keeps only the filesystem, and the
-    caller did not accept that."""
-
-
 class StartStateError(SandboxError):
     """A computer made from a golden (a relaunched fork or a re-provisioned container) does not
     show the desktop the golden recorded. Evidence about the tier, not the task: the probe falls
@@ -129,7 +125,7 @@ class Golden:
     base_image_id: str
     needs_desktop: bool  # the task uses a display -> forks start the desktop
     post_fork: list[SetupStep] = field(default_factory=list)  # replayed on every fork
-    lost_processes: list[str] = field(default_factory=list)  # alive at commit, not recreated
+    lost_processes: list[str] = field(default_factory=list)  # alive at commit: gone on a plain fork
     network: bool = False  # mock web -> forks get a network
     build_seconds: float = 0.0
     reused: bool = False
@@ -137,6 +133,17 @@ class Golden:
     # Additions to the contract: numeric ids of `user` in the image (uploads chown to them).
     user_uid: int = 1000
     user_gid: int = 1000
+    # What the setup left running and showing at commit (None: not recorded, e.g. a test double).
+    desktop: DesktopRecord | None = None
+    # The bundle's own shinken_post_fork steps: replayed on relaunched and re-provisioned
+    # computers too (post_fork above also holds the config's launch/open steps, which only a
+    # filesystem-tier fork replays; the other tiers bring those processes back from the record).
+    bundle_post_fork: list[SetupStep] = field(default_factory=list)
+
+    @property
+    def needs_relaunch(self) -> bool:
+        """Processes the setup left were alive at commit: a plain fork is not the start state."""
+        return self.desktop is not None and self.desktop.needs_relaunch
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -152,6 +159,7 @@ class Golden:
             "build_seconds": round(self.build_seconds, 3),
             "reused": self.reused,
             "state_fidelity": self.state_fidelity,
+            "desktop": self.desktop.to_json() if self.desktop is not None else None,
         }
 
 
@@ -178,6 +186,10 @@ class Fork(Protocol):
 
     def close(self) -> None: ...
 
+    # How it was made to show the start state (shinken.tiers.Tier) and what that took per phase.
+    tier: Any
+    start_timings: dict[str, float]
+
 
 class ForkPool(Protocol):
     """Ready forks of one golden, refilled in the background."""
@@ -202,13 +214,20 @@ class Provider(Protocol):
         """The id `image` (a tag or an id) names now; resolve once per run and pass the id on."""
         ...
 
-    def ensure_golden(self, bundle: Bundle, image_id: str, *, accept_filesystem: bool = False,
-                      setup_timeout: float = 600) -> Golden: ...
+    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600) -> Golden: ...
 
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
-             kind: str = "fork") -> Fork: ...
+             kind: str = "fork", tier: Any = None) -> Fork:
+        """A fork made to show the start state at `tier` (shinken.tiers.Tier; default: relaunch
+        when the setup left processes, else snapshot). StartStateError when a relaunch differs."""
+        ...
 
-    def pool(self, golden: Golden, size: int) -> ForkPool: ...
+    def provision(self, bundle: Bundle, golden: Golden, *, kind: str = "fork", replay: bool = True,
+                  setup_timeout: float = 600) -> Fork:
+        """The re-provision tier: a fresh container with the full setup, checked against the golden."""
+        ...
+
+    def pool(self, golden: Golden, size: int, *, tier: Any = None, bundle: Bundle | None = None) -> ForkPool: ...
 
     def delete_golden(self, golden_or_image_id: Golden | str) -> None: ...
 

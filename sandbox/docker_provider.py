@@ -9,6 +9,7 @@ engine connection). Everything goes through one low-level APIClient (keep-alive 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import docker
@@ -16,13 +17,14 @@ import docker
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
 from shinken.judge.relay import JudgeRelay, shared_relay
-from shinken.sandbox import goldens, judge_placement
-from shinken.sandbox.api import FidelityError, Golden, InfraError, SetupError
+from shinken.sandbox import goldens, judge_placement, start_state
+from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError
 from shinken.sandbox.container import Container, UserIds, start_container
 from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_BUNDLE_HASH, Owner, labels_for
 from shinken.sandbox.policy import Limits
+from shinken.tiers import Tier
 
 
 class DockerProvider:
@@ -92,18 +94,14 @@ class DockerProvider:
     def resolve_image(self, image: str) -> str:
         return resolve_image(self.client, image)
 
-    def ensure_golden(self, bundle: Bundle, image_id: str, *, accept_filesystem: bool = False,
-                      setup_timeout: float = 600) -> Golden:
+    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600) -> Golden:
         """The committed post-setup image of `bundle` on the base image `image_id`, built
-        once and then found again by its labels (bundle hash + base image id). Pass the id
-        the run resolved once (resolve_image): a tag may be moved meanwhile."""
+        once and then found again by its labels (bundle hash + base image id), with the record
+        of what the setup left running (golden.desktop); which tier reproduces it is the
+        caller's call (shinken.tiers). Pass the id the run resolved once (resolve_image): a
+        tag may be moved meanwhile."""
         if not bundle.ok:
             raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bundle.why_defective()})", where="bundle")
-        if bundle.state_fidelity == "process_memory" and not accept_filesystem:
-            raise FidelityError(
-                f"{bundle.id}: the task needs process_memory state fidelity (imported bundles default to it) "
-                "but the Docker tier keeps only the filesystem across a fork; pass accept_filesystem=True "
-                "(or declare shinken_state_fidelity: filesystem) if replaying launch/open steps is enough")
         base_id = self.resolve_image(image_id)  # an id names itself; this checks it is still there
         found = goldens.find_golden(self.api, bundle, base_id)
         if found is not None:
@@ -122,33 +120,82 @@ class DockerProvider:
 
     # --- forks --------------------------------------------------------------------
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
-             kind: str = "fork") -> DockerFork:
-        """A running container from the golden, desktop up when the task needs it and the
-        process-starting steps replayed (unless replay=False)."""
+             kind: str = "fork", tier: Tier | None = None) -> DockerFork:
+        """A running container from the golden, desktop up when the task needs it, made to show
+        the start state the way `tier` says (default: relaunch when the setup left processes,
+        else snapshot; see shinken.tiers). A relaunch whose desktop differs from the golden's
+        record raises StartStateError. replay=False skips the post-fork steps."""
+        tier = tier or (Tier.RELAUNCH if golden.needs_relaunch else Tier.SNAPSHOT)
+        if tier is Tier.REPROVISION:
+            raise SessionError("a re-provision tier computer is made with provision(), not fork()")
         net = golden.network if network is None else network
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
                             extra={LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
+        t0 = time.monotonic()
         cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
                               desktop=golden.needs_desktop)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid), network=net)
+        fork.tier = tier
         with self._lock:
             self._forks.add(fork)
         try:
+            t1 = time.monotonic()
             if golden.needs_desktop:
                 fork.wait_desktop_boot()
+            fork.start_timings = {"container_s": round(t1 - t0, 4), "desktop_s": round(time.monotonic() - t1, 4)}
             if self.web is not None and golden.network:
                 fork.web_sid = self.web.new_sid()  # set first: a half-made sid is released on close
                 if not self.web.restore(fork, fork.web_sid):
                     fork.web_sid = None
-            if replay and golden.post_fork:
-                fork.run_steps(golden.post_fork, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
+            # The config's launch/open steps are replayed only at the filesystem tier; the other
+            # tiers bring those processes back from the record (or had none).
+            steps = golden.post_fork if tier is Tier.FILESYSTEM or golden.desktop is None else golden.bundle_post_fork
+            if tier is Tier.RELAUNCH and golden.desktop is not None and golden.desktop.needs_relaunch:
+                fork.start_timings.update(start_state.restore(fork, golden.desktop).timings)
+            elif tier is Tier.FILESYSTEM and golden.desktop is not None and any(s.starts_process for s in steps):
+                start_state.clean(fork)  # the replayed apps would meet their build-time locks
+            if replay and steps:
+                fork.run_steps(steps, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
         except BaseException:
             fork.close()
             raise
         return fork
 
-    def pool(self, golden: Golden, size: int) -> ForkPool:
-        p = ForkPool(self, golden, size)
+    def provision(self, bundle: Bundle, golden: Golden, *, kind: str = "fork", replay: bool = True,
+                  setup_timeout: float = 600) -> DockerFork:
+        """The re-provision tier: a fresh container from the golden's base image with the bundle's
+        whole setup run on it, its desktop checked against the golden's record (StartStateError
+        when it differs), then the bundle's post-fork steps."""
+        t0 = time.monotonic()
+        labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
+                            extra={LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
+        cid = start_container(self.api, golden.base_image_id, labels,
+                              self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop)
+        fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid))
+        fork.tier = Tier.REPROVISION
+        with self._lock:
+            self._forks.add(fork)
+        try:
+            _, _, rec = goldens.set_up(fork, bundle, deadline=t0 + setup_timeout)
+            if golden.desktop is not None:
+                start_state.compare(fork, "reprovision", golden.desktop, rec)
+            fork.start_timings = {"setup_s": round(time.monotonic() - t0, 3)}
+            if replay and golden.bundle_post_fork:
+                fork.run_steps(golden.bundle_post_fork, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
+        except BaseException:
+            fork.close()
+            raise
+        return fork
+
+    def pool(self, golden: Golden, size: int, *, tier: Tier | None = None, bundle: Bundle | None = None) -> ForkPool:
+        """`size` computers kept ready, each made (and checked) at `tier` before it is handed out."""
+        if tier is Tier.REPROVISION:
+            if bundle is None:
+                raise SessionError("a re-provision pool needs the bundle")
+            setup = bundle
+            p = ForkPool(self, golden, size, make=lambda: self.provision(setup, golden, kind="pool"))
+        else:
+            p = ForkPool(self, golden, size, make=lambda: self.fork(golden, kind="pool", tier=tier))
         with self._lock:
             self._pools.add(p)
         return p

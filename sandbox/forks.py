@@ -10,15 +10,16 @@ import tarfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import docker.errors
 
 from shinken.bundles.model import Bundle
 from shinken.sandbox import guest, judge_placement
-from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, tail
+from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, StartStateError, tail
 from shinken.sandbox.container import Container, UserIds, infra, remove_container
 from shinken.sandbox.reward import classify_reward_run
+from shinken.tiers import Tier
 
 if TYPE_CHECKING:
     from shinken.sandbox.docker_provider import DockerProvider
@@ -39,6 +40,10 @@ class DockerFork(Container):
         self._provider = provider
         self.golden = golden
         self.web_sid: str | None = None  # this fork's own hub sid (mock web tasks)
+        self.tier: Tier | None = None  # how this computer was made to show the start state
+        # Where making it took its time: container_s, desktop_s, then the relaunch's clean_s,
+        # launch_s and wait_s (first_window_s of it until any window showed), or setup_s.
+        self.start_timings: dict[str, float] = {}
 
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
@@ -141,10 +146,13 @@ class ForkPool:
     """K ready forks of one golden, refilled by a background thread, so a rollout
     starts without waiting for create/start/desktop."""
 
-    def __init__(self, provider: DockerProvider, golden: Golden, size: int) -> None:
+    def __init__(self, provider: DockerProvider, golden: Golden, size: int,
+                 make: Callable[[], DockerFork] | None = None) -> None:
         if size < 1:
             raise SessionError("pool size must be >= 1")
         self._p, self.golden, self.size = provider, golden, size
+        # How a pooled computer is made (a relaunched and checked fork, a re-provision, ...).
+        self._make = make or (lambda: provider.fork(golden, kind="pool"))
         self._ready: list[DockerFork] = []
         self._cv = threading.Condition()
         self._closed = False
@@ -161,14 +169,16 @@ class ForkPool:
                 if self._closed:
                     return
             try:
-                fork = self._p.fork(self.golden, kind="pool")
+                fork = self._make()
                 failures = 0
             except BaseException as exc:  # kept and re-raised to acquire(): never silent
                 failures += 1
                 with self._cv:
                     self._error = exc
                     self._cv.notify_all()
-                time.sleep(min(5.0, 0.2 * 2 ** failures))
+                # A relaunch that keeps missing the golden's windows costs a whole app start per try.
+                cap = 60.0 if isinstance(exc, StartStateError) else 5.0
+                time.sleep(min(cap, 0.2 * 2 ** failures))
                 continue
             with self._cv:
                 if self._closed:
@@ -184,8 +194,8 @@ class ForkPool:
             while not self._ready:
                 if self._closed:
                     raise SessionError("pool is closed")
-                if self._error is not None and isinstance(self._error, (SetupError, SessionError)):
-                    raise self._error  # the golden cannot be forked; waiting will not help
+                if self._error is not None and isinstance(self._error, (SetupError, SessionError, StartStateError)):
+                    raise self._error  # the golden cannot be forked (as checked); waiting will not help
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     err = self._error

@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 import docker.errors
 
 from shinken.bundles.model import Bundle
+from shinken.sandbox import start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, tail
-from shinken.sandbox.container import DELETE_RETRIES, UserIds, infra, remove_container, remove_with_retries
+from shinken.sandbox.container import DELETE_RETRIES, Container, UserIds, infra, remove_container, remove_with_retries
+from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_BUNDLE_HASH, LABEL_KIND, labels_for
 from shinken.sandbox.policy import split_setup, task_needs
 
 if TYPE_CHECKING:
     from shinken.sandbox.docker_provider import DockerProvider
 
-GOLDEN_FORMAT = "2"  # bump when the build procedure changes: old goldens stop matching
+GOLDEN_FORMAT = "3"  # bump when the build procedure changes: old goldens stop matching
 LABEL_GOLDEN_FORMAT = "shinken.golden_format"
 LABEL_GOLDEN_META = "shinken.golden_meta"
 LABEL_GOLDEN = "shinken.golden"  # on forks: the golden image id they came from
@@ -69,8 +71,11 @@ def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any
         build_seconds=float(meta.get("build_seconds", 0.0)),
         reused=False,
         state_fidelity="filesystem",
+        bundle_post_fork=list(bundle.post_fork),
     )
     g.user_uid, g.user_gid = int(meta.get("uid", 1000)), int(meta.get("gid", 1000))
+    if meta.get("desktop") is not None:
+        g.desktop = DesktopRecord.from_json(meta["desktop"])
     return g
 
 
@@ -79,34 +84,40 @@ def golden_tag(bundle: Bundle, base_id: str) -> str:
     return f"shinken-golden/{_tag_component(bundle.id)}:{h}"
 
 
+def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int, DesktopRecord]:
+    """Run the bundle's whole config on a fresh container (launch/open steps included; the
+    desktop up first: setups drive the GUI, and its processes join the baseline) and record what
+    it left running and showing. Returns the numeric ids of `user` and the record."""
+    ids = box.exec(["bash", "-c", "id -u user; id -g user"], timeout=30, user="root")
+    if not ids.ok:
+        raise SetupError(-1, "image", "the image has no user `user`", tail(ids.output), where="image")
+    uid, gid = (int(x) for x in ids.output.split()[:2])
+    box.ids = UserIds(uid, gid)
+    if task_needs(bundle).desktop:
+        box.wait_desktop_boot()
+    start_state.baseline(box)
+    box.run_steps(bundle.setup, bundle, where="config", deadline=deadline)
+    return uid, gid, start_state.record(box)
+
+
 def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float) -> Golden:
-    """Run the bundle's setup in a fresh container on `base_id` and commit the result,
+    """Run the bundle's setup in a fresh container on `base_id`, record what it left running
+    (golden.desktop: forks bring it back, or a tier says why they cannot) and commit the result,
     labelled so find_golden finds it again (bundle hash + base image id + format)."""
     t0 = time.monotonic()
     needs = task_needs(bundle)
-    build_steps, _ = split_setup(bundle.setup)
     extra = {LABEL_BUNDLE_HASH: bundle.bundle_hash, LABEL_BASE_IMAGE: base_id}
     labels = labels_for("build", task=bundle.id, run=provider.run_id, owner=provider.owner, extra=extra)
     box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop)
     try:
-        ids = box.exec(["bash", "-c", "id -u user; id -g user"], timeout=30, user="root")
-        if not ids.ok:
-            raise SetupError(-1, "image", "the image has no user `user`", tail(ids.output), where="image")
-        uid, gid = (int(x) for x in ids.output.split()[:2])
-        box.ids = UserIds(uid, gid)
-        if needs.desktop:  # setup may drive the GUI; its processes join the baseline
-            box.wait_desktop_boot()
-        baseline = {p["pid"] for p in box.snapshot(clean=False)["procs"]}
-        box.run_steps(build_steps, bundle, where="config", deadline=t0 + setup_timeout)
+        uid, gid, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
-        snap = box.snapshot(clean=True)
-        launched = set(snap["launched"])
-        lost = [p["args"] for p in snap["procs"]
-                if p["pid"] not in baseline and p["sid"] not in launched and p["pid"] != 1]
+        box.snapshot(clean=True)  # drop the build container's X lock/socket and session files
         build_seconds = time.monotonic() - t0
-        meta = {"uid": uid, "gid": gid, "lost_processes": lost, "build_seconds": round(build_seconds, 3),
+        meta = {"uid": uid, "gid": gid, "lost_processes": rec.lost, "build_seconds": round(build_seconds, 3),
                 "needs_desktop": needs.desktop, "network": needs.network, "web": web_state,
-                "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork]}
+                "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork],
+                "desktop": rec.to_json()}
         glabels = labels_for("golden", task=bundle.id, run=provider.run_id, owner=provider.owner,
                              extra={**extra, LABEL_GOLDEN_FORMAT: GOLDEN_FORMAT,
                                     LABEL_GOLDEN_META: json.dumps(meta, separators=(",", ":"))})
