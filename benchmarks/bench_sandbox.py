@@ -105,7 +105,7 @@ def main() -> int:
             zen = load_bundle(REPO / "demo" / "zenity-entry")
             g_zen = p.ensure_golden(zen, image)
             sheet = load_bundle(SPREADSHEET)
-            g_sheet = p.ensure_golden(sheet, image, accept_filesystem=True)
+            g_sheet = p.ensure_golden(sheet, image)
             built = [g for g in (g_hello, g_desk, g_zen, g_sheet) if not g.reused]
 
             timed_forks(p, g_hello, 3)  # warm the connection pool and page cache

@@ -32,7 +32,8 @@ from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
-from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError
+from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError, StartStateError
+from shinken.tiers import Tier, parse_tier, serving_tier
 
 log = logging.getLogger("shinken.computer")
 
@@ -63,6 +64,7 @@ class _GoldenEntry:
     last_used: float
     refs: int = 0  # live forks made from it; an entry in use is never evicted
     pool: ForkPool | None = None
+    pool_tier: Tier | None = None  # the tier the pool's computers were made (and checked) at
 
 
 @dataclass
@@ -75,6 +77,8 @@ class _Session:
     ctx: ToolContext | None = None
     last_used: float = field(default_factory=time.monotonic)
     infra_failure: str | None = None  # an InfraError during a tool call: verify masks the sample
+    failure_kind: str = "infra"  # "start_state" when the seed's computer did not show the golden's desktop
+    tier: Tier | None = None  # how the rollout's computer got its start state
     removed: bool = False  # taken out of the registry; a waiter must look the session up again
 
 
@@ -154,13 +158,16 @@ class ComputerEngine:
         root = os.environ.get("CUA_GYM_TASKS")
         if not root:
             raise ShinkenError("CUA_GYM_TASKS is not set; point it at a folder of task bundles")
-        fidelity = os.environ.get("SHINKEN_STATE_FIDELITY", "").strip() or "process_memory"
-        if fidelity not in ("filesystem", "process_memory"):
-            raise ShinkenError(f"SHINKEN_STATE_FIDELITY={fidelity!r}: use filesystem or process_memory")
+        fidelity = os.environ.get("SHINKEN_STATE_FIDELITY", "").strip()
+        if fidelity == "process_memory":
+            raise ShinkenError("SHINKEN_STATE_FIDELITY=process_memory: checkpointing process memory needs CRIU, which "
+                               "does not work here; use checked (start states relaunched and checked per task tier)")
+        if fidelity not in ("", "checked", "filesystem"):
+            raise ShinkenError(f"SHINKEN_STATE_FIDELITY={fidelity!r}: use checked (the default) or filesystem")
         kwargs: dict[str, Any] = dict(
             task_root=root,
             image=os.environ.get("SHINKEN_IMAGE", "").strip() or DEFAULT_IMAGE,
-            # "filesystem" = the operator accepts that forks keep files but not process memory.
+            # "filesystem" = the operator accepts unchecked forks that keep files but may lack processes.
             accept_filesystem=fidelity == "filesystem",
             pool_size=int(_env_number("SHINKEN_POOL_SIZE", 0, integer=True)),
             idle_ttl_s=_env_number("SHINKEN_IDLE_TTL", 900),
@@ -247,8 +254,9 @@ class ComputerEngine:
                     found = b
         return found
 
-    def _acquire_golden(self, task_id: str) -> _GoldenEntry:
-        """The task's golden with one more reference (build or reuse; one build per task at a time)."""
+    def _acquire_golden(self, task_id: str, tier: Tier | None = None) -> _GoldenEntry:
+        """The task's golden with one more reference (build or reuse; one build per task at a time).
+        Its warm pool, if any, holds computers made and checked at the first seed's tier."""
         bundle = self.bundle(task_id)
         with self._lock:
             glock = self._golden_locks.setdefault(task_id, threading.Lock())
@@ -260,12 +268,13 @@ class ComputerEngine:
                     entry.last_used = time.monotonic()
                     self._goldens.move_to_end(task_id)
                     return entry
-            golden = self.provider.ensure_golden(bundle, self._base_image_id(),
-                                                 accept_filesystem=self.accept_filesystem)
-            pool = None
+            golden = self.provider.ensure_golden(bundle, self._base_image_id())
+            pool, pool_tier = None, None
             if self.pool_size > 0:
-                pool = self.provider.pool(golden, self.pool_size)
-            entry = _GoldenEntry(golden=golden, bundle=bundle, last_used=time.monotonic(), refs=1, pool=pool)
+                pool_tier = self.serving_tier(golden, tier)
+                pool = self.provider.pool(golden, self.pool_size, tier=pool_tier, bundle=bundle)
+            entry = _GoldenEntry(golden=golden, bundle=bundle, last_used=time.monotonic(), refs=1, pool=pool,
+                                 pool_tier=pool_tier)
             with self._lock:
                 self._goldens[task_id] = entry
                 victims = self._lru_victims()
@@ -364,10 +373,26 @@ class ComputerEngine:
                                  "refused until they succeed (check the Docker engine)")
             time.sleep(0.5)
 
+    def serving_tier(self, golden: Golden, requested: Tier | str | None) -> Tier:
+        return serving_tier(requested, needs_relaunch=golden.needs_relaunch, accept_filesystem=self.accept_filesystem)
+
+    def _computer(self, entry: _GoldenEntry, tier: Tier, *, pooled: bool = True) -> Fork:
+        """A computer showing the start state at `tier` (a pooled one was checked when it was
+        made); StartStateError when it does not."""
+        if pooled and entry.pool is not None and entry.pool_tier is tier:
+            return entry.pool.acquire()
+        if tier is Tier.REPROVISION:
+            return self.provider.provision(entry.bundle, entry.golden)
+        return self.provider.fork(entry.golden, tier=tier)
+
     # ------------------------------------------------------------------ the session API
 
-    def seed(self, session: str, task_id: str, generation: str | None = None) -> str:
-        """Start (or restart) the session's rollout on a fresh fork of the task; returns its token.
+    def seed(self, session: str, task_id: str, generation: str | None = None, tier: Tier | str | None = None) -> str:
+        """Start (or restart) the session's rollout on a fresh computer of the task made at its
+        tier (the probe's `shinken_tier` from the dataset row; see serving_tier); returns its token.
+        A computer whose desktop does not match the golden's is retried once, then the rollout
+        is started masked: its tools answer an error and verify reports mask_sample with
+        failure_kind "start_state", so an unchecked start state never becomes training data.
         Reseeding a session that has a live rollout requires that rollout's token; once the
         rollout has ended (or was reaped) any token, or none, starts a new one."""
         self._enter()
@@ -381,14 +406,30 @@ class ComputerEngine:
                 if sess.generation is not None:
                     self._check(sess, session, generation)
                 self._teardown(sess)
-                entry = self._acquire_golden(task_id)
+                entry = self._acquire_golden(task_id, parse_tier(tier))
+                use = self.serving_tier(entry.golden, tier)
+                mismatch: StartStateError | None = None
+                fork: Fork | None
                 try:
-                    fork = entry.pool.acquire() if entry.pool is not None else self.provider.fork(entry.golden)
+                    try:
+                        fork = self._computer(entry, use)
+                    except StartStateError as first:
+                        log.warning("task %s: %s; trying a fresh computer", task_id, first)
+                        try:
+                            fork = self._computer(entry, use, pooled=False)
+                        except StartStateError as exc:
+                            fork, mismatch = None, exc
                 except BaseException:
                     self._release_golden(task_id)
                     raise
-                sess.fork, sess.task_id, sess.ctx = fork, task_id, new_context(fork)
-                sess.infra_failure = None
+                sess.task_id, sess.tier = task_id, use
+                if fork is None:
+                    self._release_golden(task_id)
+                    sess.fork = sess.ctx = None
+                    sess.infra_failure, sess.failure_kind = f"start state not reproduced: {mismatch}", "start_state"
+                else:
+                    sess.fork, sess.ctx = fork, new_context(fork)
+                    sess.infra_failure, sess.failure_kind = None, "infra"
                 sess.generation = f"g{secrets.token_hex(12)}"
                 sess.last_used = time.monotonic()
                 return sess.generation
@@ -405,9 +446,10 @@ class ComputerEngine:
             sess = self._locked_session(session)
             try:
                 self._check(sess, session, generation)
-                assert sess is not None and sess.ctx is not None
+                assert sess is not None
                 if sess.infra_failure:
                     return "error: the computer failed earlier in this rollout; it will not be scored"
+                assert sess.ctx is not None
                 try:
                     return run_tool(sess.ctx, name, arguments)
                 except (InfraError, SessionError) as exc:
@@ -432,7 +474,7 @@ class ComputerEngine:
                 self._check(sess, session, generation)
                 assert sess is not None and sess.fork is not None  # _check: a live rollout
                 if sess.infra_failure:
-                    return VerifyResult(0.0, True, "infra", sess.infra_failure, "")
+                    return VerifyResult(0.0, True, sess.failure_kind, sess.infra_failure, "")
                 bundle = self.bundle(sess.task_id or "")
                 try:
                     res = sess.fork.run_reward(bundle)

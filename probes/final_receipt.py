@@ -5,14 +5,11 @@ the same document as an uninterrupted one."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
-
-import orjson
 
 from shinken.probes.runner import REASONS
 from shinken.runtime import utc_now
-from shinken.schemas import check_own, validation_error
+from shinken.schemas import check_own
 from shinken.tiers import TIER_VALUES
 
 SCHEMA = "shinken.probe/1"
@@ -68,20 +65,9 @@ def decision_view(doc: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def receipt_tiers(path: Path) -> tuple[dict[str, str | None], str | None] | None:
-    """(kept task id -> its tier, the run's --state-fidelity) when `path` is a probe receipt,
-    None for a plain id list. make-workspace writes these into the dataset rows and the config."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError:
-        return None  # the id reader reports the unreadable file
-    if not data.lstrip().startswith(b"{"):
-        return None
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or validation_error("probe_receipt", doc):
-        return None
-    tiers = {t["task_id"]: t.get("tier") for t in doc["tasks"] if t.get("outcome") == "kept"}
-    return tiers, (doc.get("summary") or {}).get("state_fidelity")
+def kept_tiers(receipt: dict[str, Any] | None) -> dict[str, str | None]:
+    """Kept task id -> the start-state tier its receipt line records (none for a plain id list).
+    make-workspace and publish write these into the dataset rows (`shinken_tier`)."""
+    if receipt is None:
+        return {}
+    return {t["task_id"]: t.get("tier") for t in receipt.get("tasks", []) if t.get("outcome") == "kept"}

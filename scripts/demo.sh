@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job over the demo bundles shipped in demo/: triage -> probe -> make-workspace
-# [-> profile] -> report -> publish. Reports land in out/demo/ (triage.json, receipt.json,
+# [-> profile] -> report -> publish, with default flags: every kept task's start state is
+# reproduced and checked (tiers snapshot, relaunch, reprovision; docs/tiers.md), including the
+# release-shaped desktop tasks whose setup leaves LibreOffice, evince or GIMP running. Reports land in out/demo/ (triage.json, receipt.json,
 # report.html, report.md), the dataset as it would go to the hub in out/demo/publish/
 # (--local-dir: nothing is uploaded); the NeMo Gym workspace goes outside the source tree
 # (Gym would mistake the repo for a Gym checkout): ~/shinken-demo-workspace unless WORKSPACE
@@ -20,7 +22,7 @@ set -x
 # demo/solutions.jsonl: a recorded rollout that solves hello-file; the probe replays it on a real
 # fork, and make-workspace turns what reproduced into a full-reward verifier case.
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
-  --state-fidelity filesystem --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl
+  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 2
 # The demo tasks were written for this repository and carry its license.
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --rollouts demo/solutions.jsonl --license Apache-2.0 --image "$IMAGE" --force

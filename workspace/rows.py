@@ -25,7 +25,8 @@ SYSTEM_PROMPT = (
 )
 
 
-def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE) -> dict[str, Any]:
+def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | None = None) -> dict[str, Any]:
+    """`tier`: the probe's start-state tier for the task (shinken.tiers), None when unknown."""
     instruction = bundle.instruction.strip()
     if not instruction:
         raise ShinkenError(f"{bundle.id}: the task has no instruction; drop it from the id list")
@@ -46,6 +47,8 @@ def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE) -> dict[str, A
         "difficulty": bundle.difficulty,
         "bundle_hash": bundle.bundle_hash,
         "state_fidelity": bundle.state_fidelity,
+        # How the server gives this task its start state (the engine checks it again at seed).
+        "shinken_tier": tier,
     }
     check_row(row, where=bundle.id)
     return row

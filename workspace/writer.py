@@ -20,7 +20,7 @@ import shutil
 import string
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from shinken.images.build import DEFAULT_IMAGE
 from shinken.runtime import OWNER_MARKER, register_temp_dir, unregister_temp_dir, utc_now
 from shinken.schemas import write_json
 from shinken.swap import swap_into_place
+from shinken.probes.final_receipt import kept_tiers
 from shinken.workspace import gym_config as gymcfg
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.evidence import gather
@@ -138,7 +139,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     dest = Path(opts.dest).expanduser().absolute()
     task_root = Path(opts.task_root).expanduser().resolve()
     names = gymcfg.Names(opts.name)
-    engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="filesystem", max_steps=opts.max_steps)
+    engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="checked", max_steps=opts.max_steps)
     if not 0.0 <= opts.val_fraction < 1.0:
         raise ShinkenError(f"--val-fraction {opts.val_fraction}: must be at least 0 and below 1")
     if opts.max_steps < 1:
@@ -156,7 +157,12 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
                           dataset_label=opts.dataset_license)
     bundles = load_bundles(task_root, listed.ids)
 
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance) for b in bundles}
+    # The server seeds each task at the tier its probe verified; a probe run with --state-fidelity
+    # filesystem chose unchecked forks, and so does its workspace.
+    tiers = kept_tiers(listed.receipt)
+    if listed.receipt is not None and (listed.receipt.get("summary") or {}).get("state_fidelity") == "filesystem":
+        engine = replace(engine, state_fidelity="filesystem")
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id)) for b in bundles}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
     pool = split.train + split.validation  # tiny sets: examples may reuse validation tasks
@@ -204,6 +210,7 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
         counts = evidence.counts()
         common = dict(
             name=names.name, shinken_version=shinken.__version__, source=_describe_source(source),
+            state_fidelity=engine.state_fidelity,
             image=opts.image, license=lic.spdx, dataset_license=lic.gym_label, license_source=lic.source,
             n_train=len(split.train), n_validation=len(split.validation), seed=opts.seed, stratify=opts.stratify,
             val_fraction=opts.val_fraction, n_bundles=store.bundles, bytes_total=store.bytes_total,

@@ -57,9 +57,10 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
         description="Folder of task bundles; a relative path is relative to the workspace root.",
     )
     shinken_image: str = Field("shinken/sandbox-cua:latest", description="Sandbox image the tasks run in.")
-    shinken_state_fidelity: Literal["filesystem", "process_memory"] = Field(
-        "process_memory",
-        description="filesystem accepts forks that keep files but not process memory.",
+    shinken_state_fidelity: Literal["checked", "filesystem"] = Field(
+        "checked",
+        description="checked: every rollout starts at its row's shinken_tier, its start state checked against "
+                    "the golden's (a mismatch is masked); filesystem: unchecked forks (processes may be missing).",
     )
     shinken_pool_size: int = Field(0, ge=0, description="Warm forks kept ready per golden.")
     shinken_idle_ttl: float = Field(900, ge=0, description="Seconds before an idle rollout is reaped.")
@@ -106,9 +107,10 @@ def load_config(path: Path = CONFIG_PATH) -> ShinkenCuaConfig:
 
 
 class ShinkenSeedRequest(BaseSeedSessionRequest):
-    # The whole dataset row arrives here; only task_id is needed.
+    # The whole dataset row arrives here; task_id and the probe's start-state tier are used.
     model_config = ConfigDict(extra="allow")
     task_id: str
+    shinken_tier: Optional[str] = None
 
 
 class ShinkenVerifyRequest(BaseVerifyRequest):
@@ -219,7 +221,8 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
         # Reseeding a live session needs that rollout's token (from this cookie); a stale
         # cookie is refused rather than allowed to replace a newer rollout.
         try:
-            gen = await _call(self.engine().seed, session, body.task_id, request.session.get(GENERATION_KEY))
+            gen = await _call(self.engine().seed, session, body.task_id, request.session.get(GENERATION_KEY),
+                              body.shinken_tier)
         except Refused as r:
             return r.response()
         request.session[GENERATION_KEY] = gen
@@ -278,7 +281,8 @@ class FixtureVerifier:
     async def reseed(self, body: ShinkenVerifyRequest) -> None:
         if self.engine is None:
             self.engine = await asyncio.to_thread(self.config.make_engine, keep_goldens_on_close=True)
-        self.generation = await _call(self.engine.seed, self.session, body.task_id, self.generation)
+        self.generation = await _call(self.engine.seed, self.session, body.task_id, self.generation,
+                                      (body.model_extra or {}).get("shinken_tier"))
 
     async def verify(self, body: ShinkenVerifyRequest) -> ShinkenVerifyResponse:
         try:
