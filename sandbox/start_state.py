@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from shinken.sandbox.api import ExecResult, InfraError, StartStateError
+from shinken.sandbox.api import ExecResult, InfraError, SetupError, StartStateError, tail
 from shinken.sandbox.desktop import DesktopRecord, Observed, differences
 
 GUEST = "shinken-desktop-state"
@@ -22,6 +22,9 @@ class _Execs(Protocol):
 
 
 def _json(res: ExecResult, what: str) -> dict[str, Any]:
+    if res.exit_code == 127 and GUEST in res.output:
+        raise SetupError(-1, "image", f"the image lacks {GUEST} (a guest script of shinken's images); "
+                         "rebuild it with `shinken image build`", tail(res.output), where="image")
     lines = [ln for ln in res.output.strip().splitlines() if ln.startswith("{")]
     try:
         doc = json.loads(lines[-1]) if lines else None

@@ -274,13 +274,20 @@ def _remove_run_containers(client, run_id: str) -> None:
             pass
 
 
+BASIC_DEMOS = (SPREADSHEET, "hello-file", "zenity-entry", "zero-signal", "broken-reward")
+
+
 def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
+    """The demo tasks that need no desktop app of their own, with default flags (the desktop
+    ones are in test_start_state.py): each kept one is kept at the snapshot tier."""
     from shinken.images.capabilities import get_manifest
 
     has_calc = "libreoffice_calc" in get_manifest(DEMO_IMAGE)["desktop_apps"]
     run_dir, receipt = tmp_path / "run", tmp_path / "receipt.json"
+    basic = tmp_path / "basic.txt"
+    basic.write_text("\n".join(BASIC_DEMOS) + "\n")
     args = [str(demo_root), "--image", DEMO_IMAGE, "--receipt", str(receipt), "--run-dir", str(run_dir),
-            "--state-fidelity", "filesystem", "--repeats", "2", "--concurrency", "2"]
+            "--ids", str(basic), "--repeats", "2", "--concurrency", "2"]
     r = cli(*args)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = _receipt(receipt)
@@ -294,6 +301,9 @@ def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
     assert by_id["zero-signal"]["rewards"] == [1.0, 1.0]
     assert "no_reward_line" in by_id["broken-reward"]["detail"]
     assert doc["image"]["id"] == demo_image and doc["summary"]["probed"] == 5
+    assert {t["task_id"]: t["tier"] for t in doc["tasks"] if t["outcome"] == "kept"} == {
+        **({SPREADSHEET: "snapshot"} if has_calc else {}), "hello-file": "snapshot", "zenity-entry": "snapshot"}
+    assert doc["summary"]["by_tier"] == {"snapshot": 3 if has_calc else 2}
     # The same command again settles everything from receipts: nothing is redone.
     log_before = (run_dir / "receipts.jsonl").read_bytes()
     r2 = cli(*args, "--json")
@@ -311,7 +321,7 @@ def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
         ids = tmp_path / "ids.txt"
         ids.write_text(SPREADSHEET + "\n")
         r3 = cli(str(demo_root), "--image", DEMO_IMAGE, "--run-dir", str(tmp_path / "run-sheet"), "--ids", str(ids),
-                 "--triage", str(triage), "--state-fidelity", "filesystem", "--json")
+                 "--triage", str(triage), "--json")
         assert r3.returncode == 0, r3.stderr[-3000:]
         sheet = json.loads(r3.stdout)
         assert sheet["kept"] == [SPREADSHEET] and sheet["tasks"][0]["rewards"] == [0.0, 0.0]
@@ -334,14 +344,22 @@ def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
     make_bundle(root, "g-crash", reward="raise RuntimeError('reward blew up')\n")
     make_bundle(root, "g-slow", reward="import time\ntime.sleep(60)\nprint('REWARD: 0.0')\n")
     make_bundle(root, "g-blocked", reward="print('REWARD: 0.0')\n")
-    make_bundle(root, "g-fidelity", reward="print('REWARD: 0.0')\n", fidelity=False,
+    # Left running at commit: a process that is relaunched as it was started (kept, tier relaunch),
+    # and a dialog whose title is drawn anew each time the setup or a relaunch runs (neither tier
+    # reproduces it: dropped for fidelity, naming the windows).
+    make_bundle(root, "g-relaunch", reward="print('REWARD: 0.0')\n", fidelity=False,
                 extra={"config": [{"type": "launch", "parameters": {"command": ["sleep", "1000"]}}]})
+    make_bundle(root, "g-fidelity", reward="print('REWARD: 0.0')\n", fidelity=False,
+                extra={"config": [{"type": "launch", "parameters": {"command": [
+                    "bash", "-c", 'zenity --info --title "draw-$RANDOM$RANDOM" --text hi; true']}},
+                    {"type": "sleep", "parameters": {"seconds": 1}}]})
     d = make_bundle(root, "g-defective", reward="print('REWARD: 0.0')\n")
     (d / "reward.py").unlink()
     expected = {
         "g-kept": "kept", "g-replay-ok": "kept", "g-replay-bad": "replay_mismatch", "g-zero": "zero_signal",
         "g-nondet": "nondeterministic", "g-setup": "setup_error", "g-postfork": "setup_error",
         "g-crash": "reward_error", "g-slow": "reward_timeout", "g-blocked": "blocked", "g-fidelity": "fidelity",
+        "g-relaunch": "kept",
         "g-defective": "defective",
     }
     triage = root.parent / "triage.json"
@@ -382,7 +400,15 @@ def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> 
     assert "missing_app" in by_id["g-blocked"]["detail"]
     assert by_id["g-defective"]["detail"].startswith("missing_reward")
     assert set(doc["summary"]["by_reason"]) == set(expected.values()) - {"kept"}
-    assert doc["summary"]["kept"] == 2 and doc["summary"]["dropped"] == len(expected) - 2
+    assert doc["summary"]["kept"] == 3 and doc["summary"]["dropped"] == len(expected) - 3
+    # tiers: nothing running at commit -> snapshot; a relaunch that shows the golden's desktop ->
+    # relaunch; neither relaunch nor a fresh setup draws the same dialog -> dropped, saying so
+    assert by_id["g-kept"]["tier"] == "snapshot" and by_id["g-relaunch"]["tier"] == "relaunch"
+    assert by_id["g-relaunch"]["lost_processes"] == ["sleep 1000"]
+    assert by_id["g-relaunch"]["start_state"]["checked"] == 2
+    fid = by_id["g-fidelity"]
+    assert fid["tier"] is None and "relaunch: missing window 'draw-" in fid["detail"]
+    assert "reprovision: missing window 'draw-" in fid["detail"] and "unexpected window 'draw-" in fid["detail"]
 
 
 def _quick_set(root: Path, n: int, tag: str) -> dict[str, str]:

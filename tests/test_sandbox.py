@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -13,14 +14,19 @@ from pathlib import Path
 import pytest
 
 from shinken.bundles.loader import load_bundle
-from shinken.sandbox.api import FidelityError, InfraError, SetupError
+from shinken.sandbox.api import InfraError, SetupError
 from shinken.sandbox.docker_provider import DockerProvider
 from shinken.sandbox.ownership import LABEL_KIND, LABEL_OWNER, LABEL_RUN, Owner
 from shinken.sandbox.policy import Limits
+from shinken.tiers import Tier
 
 pytestmark = pytest.mark.docker
 
 REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests.desktop_demos import DESKTOP_DEMOS  # noqa: E402
+
 DEMO = REPO / "demo"
 SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
 
@@ -52,7 +58,7 @@ def provider(docker_client):
 
 
 def _golden(provider, bundle, image, **kw):
-    g = provider.ensure_golden(bundle, image, accept_filesystem=True, **kw)
+    g = provider.ensure_golden(bundle, image, **kw)
     if not g.reused:
         provider.test_built.append(g)
     return g
@@ -82,7 +88,8 @@ DEMO_EXPECT = {
 
 
 def test_every_demo_bundle_is_covered() -> None:
-    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted(DEMO_EXPECT)
+    # the desktop demos need the CUA image's apps: tests/test_start_state.py runs them
+    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted([*DEMO_EXPECT, *DESKTOP_DEMOS])
 
 
 @pytest.mark.parametrize("name", sorted(DEMO_EXPECT))
@@ -90,7 +97,7 @@ def test_demo_golden_fork_and_reward(provider, image, name) -> None:
     bundle = load_bundle(DEMO / name)
     golden = _golden(provider, bundle, image)
     assert golden.image_id.startswith("sha256:") and golden.bundle_hash == bundle.bundle_hash
-    assert golden.state_fidelity == "filesystem" and golden.lost_processes == []
+    assert golden.lost_processes == [] and not golden.needs_relaunch  # nothing left running: snapshot tier
     path, reward, error = DEMO_EXPECT[name]
     with provider.fork(golden) as fork:
         if path:
@@ -100,11 +107,13 @@ def test_demo_golden_fork_and_reward(provider, image, name) -> None:
         assert (result.reward, result.error) == (reward, error), result.output_tail
 
 
-def test_fidelity_fails_closed(provider, image) -> None:
+def test_imported_bundle_is_recorded_not_refused(provider, image) -> None:
+    # An imported bundle (no shinken_state_fidelity) gets a golden with the record of what its
+    # setup left; the spreadsheet setup leaves nothing running, so a plain fork is exact.
     bundle = load_bundle(DEMO / SPREADSHEET)
     assert bundle.state_fidelity == "process_memory"
-    with pytest.raises(FidelityError, match="process_memory"):
-        provider.ensure_golden(bundle, image)
+    golden = _golden(provider, bundle, image)
+    assert golden.desktop is not None and golden.desktop.roots == () and not golden.needs_relaunch
 
 
 def test_forks_are_isolated_and_see_the_golden(provider, image) -> None:
@@ -135,7 +144,7 @@ def test_golden_cache_hit_and_labels(provider, image, docker_client, tmp_path) -
     first = _golden(provider, bundle, image)
     assert not first.reused
     t0 = time.monotonic()
-    second = provider.ensure_golden(bundle, image, accept_filesystem=True)
+    second = provider.ensure_golden(bundle, image)
     assert second.reused and second.image_id == first.image_id and second.tag == first.tag
     assert time.monotonic() - t0 < 3.0  # one image listing, no build
     labels = docker_client.images.get(first.image_id).labels
@@ -162,7 +171,7 @@ def test_golden_cache_hit_and_labels(provider, image, docker_client, tmp_path) -
 
 def test_delete_golden_is_explicit(provider, image, docker_client, tmp_path) -> None:
     d = write_bundle(tmp_path, "del-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n')
-    golden = provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    golden = provider.ensure_golden(load_bundle(d), image)
     fork = provider.fork(golden)  # deleting closes this provider's forks of it first
     provider.delete_golden(golden)
     assert not docker_client.images.list(filters={"label": f"shinken.bundle_hash={golden.bundle_hash}"})
@@ -177,7 +186,7 @@ def test_setup_failure_names_the_step(provider, image, tmp_path) -> None:
                      config=[{"type": "download", "parameters": {"files": [{"url": "./s.sh", "path": "/home/user/s.sh"}]}},
                              {"type": "execute", "parameters": {"command": ["bash", "/home/user/s.sh"]}}])
     with pytest.raises(SetupError) as info:
-        provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+        provider.ensure_golden(load_bundle(d), image)
     err = info.value
     assert (err.step_index, err.step_type) == (1, "execute")
     assert "config[1] (execute)" in str(err) and "status 3" in err.detail
@@ -189,7 +198,7 @@ def test_setup_memory_hog_is_a_setup_error(tight_provider, image, tmp_path) -> N
                      config=[{"type": "execute", "parameters": {"command": [
                          "python3", "-c", "x = bytearray(2 << 30)\nfor i in range(0, len(x), 4096): x[i] = 1"]}}])
     with pytest.raises(SetupError) as info:
-        tight_provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+        tight_provider.ensure_golden(load_bundle(d), image)
     assert info.value.step_index == 0 and "oom_kills=" in info.value.detail
 
 
@@ -198,7 +207,7 @@ def test_remote_download_needs_network(provider, image, tmp_path) -> None:
                      config=[{"type": "download", "parameters": {"files": [
                          {"url": "https://example.com/data.xlsx", "path": "/home/user/data.xlsx"}]}}])
     with pytest.raises(SetupError, match="no network") as info:
-        provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+        provider.ensure_golden(load_bundle(d), image)
     assert info.value.step_type == "download"
 
 
@@ -208,10 +217,14 @@ def test_lost_processes_are_recorded(provider, image, tmp_path) -> None:
                          "command": "nohup sleep 4242 >/dev/null 2>&1 & echo started"}}])
     golden = _golden(provider, load_bundle(d), image)
     assert any("sleep 4242" in p for p in golden.lost_processes), golden.lost_processes
-    again = provider.ensure_golden(load_bundle(d), image, accept_filesystem=True)
+    again = provider.ensure_golden(load_bundle(d), image)
     assert again.reused and again.lost_processes == golden.lost_processes
-    with provider.fork(golden) as fork:  # and indeed it is not running in a fork
+    assert again.desktop == golden.desktop and [r.argv for r in golden.desktop.roots] == [("sleep", "4242")]
+    with provider.fork(golden, tier=Tier.FILESYSTEM) as fork:  # a plain fork loses it
         assert "sleep 4242" not in fork.exec(["ps", "-eo", "args"]).output
+    with provider.fork(golden) as fork:  # the default (relaunch) brings it back
+        assert fork.tier is Tier.RELAUNCH
+        assert "sleep 4242" in fork.exec(["ps", "-eo", "args"]).output
 
 
 def test_exec_timeout_upload_download(provider, image) -> None:
@@ -390,18 +403,20 @@ def test_missing_image_is_infra_error(provider) -> None:
         provider.ensure_golden(load_bundle(DEMO / "hello-file"), "shinken/no-such-image:never")
 
 
-def test_launch_and_open_are_replayed_not_lost(provider, image, tmp_path) -> None:
+def test_launch_and_open_processes_are_relaunched(provider, image, tmp_path) -> None:
     d = write_bundle(tmp_path, "launcher-" + uuid.uuid4().hex[:8], 'print("REWARD: 0")\n', files={"note.txt": "hi\n"},
                      config=[{"type": "launch", "parameters": {"command": ["sleep", "777"]}},
                              {"type": "download", "parameters": {"files": [{"url": "./note.txt", "path": "/home/user/note.txt"}]}},
                              {"type": "open", "parameters": {"path": "/home/user/note.txt"}},
                              {"type": "sleep", "parameters": {"seconds": 0.2}}])
     golden = _golden(provider, load_bundle(d), image)
-    # the launch ran at build (a download follows it) and is replayed, so it is not lost;
-    # the trailing open + sleep only run on forks
-    assert golden.lost_processes == []
+    # the whole config ran at build: the launched process was alive at commit, so it is recorded
+    # and relaunched on forks; a filesystem-tier fork replays the launch/open steps instead
+    assert "sleep 777" in golden.lost_processes
     assert [s.type for s in golden.post_fork] == ["launch", "open", "sleep"]
     with provider.fork(golden) as fork:
+        assert fork.tier is Tier.RELAUNCH and fork.exec("pgrep -f '^sleep 777'").ok
+    with provider.fork(golden, tier=Tier.FILESYSTEM) as fork:
         assert fork.exec("pgrep -f '^sleep 777'").ok
         # `open` chose an application by extension (or xdg-open), or said there is none
         res = fork.exec("pgrep -af note.txt; cat /tmp/.shinken-launch/*.log")

@@ -1,0 +1,240 @@
+"""Start-state tiers: the pure vocabulary and comparison, then the release-shaped desktop demos
+on the real CUA image (LibreOffice, evince, GIMP): a default probe keeps each at the tier that
+reproduces what its setup left, the engine seeds each at that tier and its first observation
+shows the document, leftovers of killed apps never turn into dialogs, and a tampered golden is
+caught and masked.
+
+The Docker part uses a private copy of the desktop demos with a salted reward.py, so its
+goldens have their own bundle hash and are removed at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shinken.sandbox.api import StartStateError
+from shinken.sandbox.desktop import DesktopRecord, Observed, Root, Window, differences
+from shinken.schemas import check_with_jsonschema, load_schema
+from shinken.tiers import TIER_VALUES, Tier, parse_tier, probe_tiers, serving_tier
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from tests.desktop_demos import CALC, DESKTOP_DEMOS, WRITER_DIALOG  # noqa: E402
+
+CALC_WINDOW = Window("soffice", "frame", "expenses.xlsx - LibreOffice Calc")
+
+
+# --- the vocabulary and the comparison (no Docker) -------------------------------------------
+
+def test_tier_values_are_the_schemas_enums() -> None:
+    line = load_schema("receipt_line")["properties"]["tier"]["anyOf"][1]["enum"]
+    row = load_schema("gym_row")["properties"]["shinken_tier"]["anyOf"][1]["enum"]
+    by_tier = load_schema("probe_receipt")["properties"]["summary"]["properties"]["by_tier"]["propertyNames"]["enum"]
+    assert list(TIER_VALUES) == line == row == by_tier
+    assert parse_tier("relaunch") is Tier.RELAUNCH and parse_tier(None) is None and parse_tier("memory") is None
+    assert [t.checked for t in Tier] == [False, True, True, False]
+
+
+def test_which_tiers_are_tried_and_served() -> None:
+    assert probe_tiers(needs_relaunch=False, accept_filesystem=False) == [Tier.SNAPSHOT]
+    assert probe_tiers(needs_relaunch=True, accept_filesystem=False) == [Tier.RELAUNCH, Tier.REPROVISION]
+    assert probe_tiers(needs_relaunch=True, accept_filesystem=True) == [Tier.FILESYSTEM]
+    # the server never serves a golden that needs its processes back as a plain snapshot
+    assert serving_tier("snapshot", needs_relaunch=True, accept_filesystem=False) is Tier.RELAUNCH
+    assert serving_tier(None, needs_relaunch=True, accept_filesystem=False) is Tier.RELAUNCH
+    assert serving_tier("reprovision", needs_relaunch=True, accept_filesystem=False) is Tier.REPROVISION
+    assert serving_tier("relaunch", needs_relaunch=False, accept_filesystem=False) is Tier.SNAPSHOT
+    assert serving_tier("relaunch", needs_relaunch=True, accept_filesystem=True) is Tier.FILESYSTEM
+
+
+def test_differences_name_what_differs() -> None:
+    rec = DesktopRecord(roots=(Root(("oosplash", "--calc", "x.xlsx"), "/home/user", 1000, {}),),
+                        windows=(CALC_WINDOW, Window("soffice", "dialog", "Format Cells")), active="Format Cells")
+    assert differences(rec, Observed(rec.windows, "Format Cells")) == []
+    alert = Window("soffice", "alert", "Question")
+    assert differences(rec, Observed((CALC_WINDOW, alert), None)) == [
+        "missing dialog 'Format Cells' (soffice dialog)", "unexpected dialog 'Question' (soffice alert)"]
+    assert differences(rec, Observed(rec.windows, CALC_WINDOW.title)) == [
+        "focus on 'expenses.xlsx - LibreOffice Calc', the golden had 'Format Cells'"]
+    assert differences(rec, Observed(rec.windows, "Format Cells", dead=("oosplash --calc x.xlsx",))) == [
+        "`oosplash --calc x.xlsx` exited after relaunch"]
+    assert rec.lost == ["oosplash --calc x.xlsx"] and rec.needs_relaunch
+
+
+def test_record_round_trips_through_its_schema() -> None:
+    rec = DesktopRecord(roots=(Root(("evince", "/home/user/a.pdf"), "/home/user", 1000, {"DISPLAY": ":0"}, ("x",)),),
+                        windows=(Window("evince", "frame", "a.pdf"),), active="a.pdf", processes=("evince /home/user/a.pdf",))
+    doc = rec.to_json()
+    assert check_with_jsonschema("desktop_record", doc) == []
+    assert DesktopRecord.from_json(json.loads(json.dumps(doc))) == rec
+    assert rec.signature_hash() == DesktopRecord.from_json(doc).signature_hash()
+    with pytest.raises(ValueError, match="desktop_record"):
+        DesktopRecord.from_json({"roots": [{"argv": []}], "windows": [], "active": None})
+
+
+def test_process_memory_fails_closed(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(REPO / "demo"),
+                        "--state-fidelity", "process_memory"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "CRIU" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- the desktop demos on real Docker -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cua(cua_image) -> str:
+    return cua_image  # conftest: built for the current sources, cached by content hash
+
+
+@pytest.fixture(scope="module")
+def desktop_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("desktop-tasks")
+    salt = uuid.uuid4().hex
+    for tid in DESKTOP_DEMOS:
+        shutil.copytree(REPO / "demo" / tid, root / tid)
+        with open(root / tid / "reward.py", "a", encoding="utf-8") as fh:
+            fh.write(f"\n# test salt {salt}\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def probed(cua, desktop_root, tmp_path_factory, docker_client):
+    """`shinken probe` with default flags (no --state-fidelity) over the desktop demos."""
+    out = tmp_path_factory.mktemp("probe")
+    receipt = out / "receipt.json"
+    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(desktop_root), "--image", cua,
+                        "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "1",
+                        "--concurrency", "2"], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(receipt.read_text())
+    yield doc
+    from shinken.sandbox.docker_provider import DockerProvider
+
+    p = DockerProvider(docker_client)
+    for tag in {t["golden"] for t in doc["tasks"] if t.get("golden")}:
+        try:
+            p.delete_golden(docker_client.images.get(tag).id)
+        except Exception:  # noqa: BLE001 - already gone (the tampering test may have removed it)
+            pass
+
+
+def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
+    assert check_with_jsonschema("probe_receipt", probed) == []
+    by_id = {t["task_id"]: t for t in probed["tasks"]}
+    assert {tid: (t["outcome"], t["tier"]) for tid, t in by_id.items()} == {
+        tid: ("kept", tier) for tid, (_, tier) in DESKTOP_DEMOS.items()}, [
+        (tid, t["reason"], t["detail"]) for tid, t in by_id.items() if t["outcome"] != "kept"]
+    for tid, line in by_id.items():
+        assert check_with_jsonschema("receipt_line", line) == [], tid
+        assert line["rewards"] == [0.0], tid  # the rewards check the document: 0 on the untouched state
+        assert line["lost_processes"], tid  # each setup left its app running
+        assert line["start_state"]["checked"] == 1 and line["start_state"]["signature"]
+        assert any(DESKTOP_DEMOS[tid][0] in w for w in line["start_state"]["windows"]), line["start_state"]
+    dialog = by_id[WRITER_DIALOG]
+    assert dialog["start_state"]["passed_over"] and "missing dialog 'Find and Replace'" in dialog["detail"]
+    assert probed["summary"]["by_tier"] == {"relaunch": 5, "reprovision": 1}
+
+
+@pytest.fixture(scope="module")
+def engine(probed, desktop_root, cua):
+    from shinken.computer.engine import ComputerEngine
+
+    eng = ComputerEngine(desktop_root, cua, idle_ttl_s=900, keep_goldens_on_close=True)
+    yield eng
+    eng.close()
+
+
+def _observe_until(engine, session: str, gen: str, text: str, tries: int = 3) -> str:
+    tree = ""
+    for _ in range(tries):  # the first observation must show it; later ones only guard the report
+        tree = engine.tool(session, gen, "computer_observe", {"mode": "tree"})
+        if text in tree:
+            break
+    return tree
+
+
+@pytest.mark.parametrize("task_id", sorted(DESKTOP_DEMOS))
+def test_first_observation_shows_what_the_setup_left(engine, probed, task_id) -> None:
+    title, tier = DESKTOP_DEMOS[task_id]
+    line = next(t for t in probed["tasks"] if t["task_id"] == task_id)
+    gen = engine.seed(f"s-{task_id[:8]}", task_id, tier=line["tier"])
+    try:
+        first = engine.tool(f"s-{task_id[:8]}", gen, "computer_observe", {"mode": "tree"})
+        assert title in first, f"first observation of {task_id} lacks {title!r}:\n{first[:3000]}"
+        if task_id == WRITER_DIALOG:
+            assert "letter.docx" not in first and "notes.docx - LibreOffice Writer" in first
+        res = engine.verify(f"s-{task_id[:8]}", gen)
+        assert (res.reward, res.mask_sample) == (line["rewards"][0], False), res
+    finally:
+        engine.end(f"s-{task_id[:8]}")
+
+
+def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, cua) -> None:
+    from shinken.computer.engine import ComputerEngine
+
+    with ComputerEngine(desktop_root, cua, pool_size=1, keep_goldens_on_close=True) as eng:
+        gen = eng.seed("pooled", CALC, tier="relaunch")
+        entry = eng._goldens[CALC]
+        assert entry.pool_tier is Tier.RELAUNCH
+        tree = eng.tool("pooled", gen, "computer_observe", {"mode": "tree"})
+        assert CALC_WINDOW.title in tree
+        eng.end("pooled")
+
+
+def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua, docker_client) -> None:
+    from shinken.bundles.loader import load_bundle
+    from shinken.sandbox import start_state
+    from shinken.sandbox.docker_provider import DockerProvider
+
+    golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
+    # The golden holds what the killed Calc left: its profile lock and its crash-recovery entry.
+    listing = docker_client.containers.run(golden_tag, ["bash", "-c",
+                                           "ls /home/user/.config/libreoffice/4/.lock && grep -c RecoveryList "
+                                           "/home/user/.config/libreoffice/4/user/registrymodifications.xcu"],
+                                           remove=True, network_mode="none").decode()
+    assert ".lock" in listing
+    with DockerProvider(docker_client, run_id="test-start-" + uuid.uuid4().hex[:8]) as p:
+        golden = p.ensure_golden(load_bundle(desktop_root / CALC), cua)
+        assert golden.reused and golden.desktop.windows == (CALC_WINDOW,)
+        with p.fork(golden) as fork:  # the default: cleaned, relaunched, checked
+            seen = fork.exec(["shinken-desktop-state", "windows"]).output
+            assert json.loads(seen.strip().splitlines()[-1])["windows"] == [CALC_WINDOW.to_json()]
+        # Control: the same relaunch without the cleaning meets the profile lock's alert.
+        with p.fork(golden, tier=Tier.FILESYSTEM, replay=False) as fork:
+            with pytest.raises(StartStateError) as info:
+                start_state.restore(fork, golden.desktop, timeout=60, clean_first=False)
+            assert "unexpected dialog 'Question' (soffice alert)" in str(info.value)
+
+
+def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_client) -> None:
+    """A golden whose files no longer match its record (the document is gone): the relaunch
+    cannot show the recorded window, so the seed is masked as a start-state failure."""
+    from shinken.computer.engine import ComputerEngine
+
+    golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
+    original = docker_client.images.get(golden_tag)
+    c = docker_client.containers.run(original.id, ["rm", "-f", "/home/user/expenses.xlsx"], detach=True,
+                                     network_mode="none")
+    c.wait(timeout=60)
+    repo, tag = golden_tag.split(":")
+    tampered = c.commit(repository=repo, tag=tag + "-tampered", conf={"Labels": original.labels})
+    c.remove()
+    try:
+        with ComputerEngine(desktop_root, cua, keep_goldens_on_close=True) as eng:
+            gen = eng.seed("tampered", CALC, tier="relaunch")
+            assert eng._goldens[CALC].golden.image_id == tampered.id  # the newest golden is taken
+            assert eng.tool("tampered", gen, "computer_observe", {}).startswith("error:")
+            res = eng.verify("tampered", gen)
+            assert res.mask_sample and res.failure_kind == "start_state"
+            assert "missing window 'expenses.xlsx - LibreOffice Calc'" in res.failure_reason
+            eng.end("tampered")
+    finally:
+        docker_client.images.remove(tampered.id, force=True)
