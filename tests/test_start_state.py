@@ -126,6 +126,7 @@ def probed(cua, desktop_root, tmp_path_factory, docker_client):
             pass
 
 
+@pytest.mark.docker
 def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
     assert check_with_jsonschema("probe_receipt", probed) == []
     by_id = {t["task_id"]: t for t in probed["tasks"]}
@@ -161,6 +162,7 @@ def _observe_until(engine, session: str, gen: str, text: str, tries: int = 3) ->
     return tree
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("task_id", sorted(DESKTOP_DEMOS))
 def test_first_observation_shows_what_the_setup_left(engine, probed, task_id) -> None:
     title, tier = DESKTOP_DEMOS[task_id]
@@ -177,6 +179,7 @@ def test_first_observation_shows_what_the_setup_left(engine, probed, task_id) ->
         engine.end(f"s-{task_id[:8]}")
 
 
+@pytest.mark.docker
 def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, cua) -> None:
     from shinken.computer.engine import ComputerEngine
 
@@ -189,6 +192,7 @@ def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, 
         eng.end("pooled")
 
 
+@pytest.mark.docker
 def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua, docker_client) -> None:
     from shinken.bundles.loader import load_bundle
     from shinken.sandbox import start_state
@@ -214,6 +218,7 @@ def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua
             assert "unexpected dialog 'Question' (soffice alert)" in str(info.value)
 
 
+@pytest.mark.docker
 def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_client) -> None:
     """A golden whose files no longer match its record (the document is gone): the relaunch
     cannot show the recorded window, so the seed is masked as a start-state failure."""
