@@ -21,13 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
 from shinken.bundles.loader import load_bundle
@@ -36,7 +34,7 @@ from shinken.tiers import Tier
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from tests.desktop_demos import CALC, DESKTOP_DEMOS, EVINCE, WRITER  # noqa: E402
+from tests.desktop_demos import CALC, DESKTOP_DEMOS, EVINCE, WRITER, salted_copy  # noqa: E402
 
 APPS = {"calc": CALC, "writer": WRITER, "evince": EVINCE}
 PHASES = ("container_s", "desktop_s", "clean_s", "launch_s", "first_window_s", "wait_s")
@@ -50,15 +48,6 @@ def pct(xs: list[float], q: float) -> float:
 def summary(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50": round(statistics.median(xs), 4), "p95": round(pct(xs, 0.95), 4),
             "p99": round(pct(xs, 0.99), 4), "max": round(max(xs), 4)}
-
-
-def salted_copy(dest: Path, ids) -> Path:
-    salt = uuid.uuid4().hex
-    for tid in ids:
-        shutil.copytree(REPO / "demo" / tid, dest / tid)
-        with open(dest / tid / "reward.py", "a", encoding="utf-8") as fh:
-            fh.write(f"\n# bench salt {salt}\n")
-    return dest
 
 
 def fork_to_ready(p: DockerProvider, bundle, golden, n: int) -> dict:
@@ -129,7 +118,7 @@ def seed_latency(root: Path, image: str, task_id: str, *, pool: int, clients: in
 def probe_rate(image: str, concurrency: int, tmp: Path) -> dict:
     from shinken.probes.pipeline import ProbeRequest, run_probe
 
-    root = salted_copy(tmp / f"probe-c{concurrency}", DESKTOP_DEMOS)
+    root = salted_copy(tmp / f"probe-c{concurrency}", DESKTOP_DEMOS, REPO)
     t0 = time.perf_counter()
     doc = run_probe(ProbeRequest(task_root=root, image=image, run_dir=tmp / f"run-c{concurrency}", repeats=2,
                                  concurrency=concurrency))
@@ -157,7 +146,7 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp_s:
             tmp = Path(tmp_s)
-            root = salted_copy(tmp / "tasks", APPS.values())
+            root = salted_copy(tmp / "tasks", APPS.values(), REPO)
             res["fork_to_ready"] = {}
             for app, tid in APPS.items():
                 bundle = load_bundle(root / tid)

@@ -20,3 +20,17 @@ DESKTOP_DEMOS = {
     # The setup opens Find and Replace after launching Writer: a relaunch shows no dialog.
     WRITER_DIALOG: ("Find and Replace", "reprovision"),
 }
+
+
+def salted_copy(dest, ids, repo):
+    """A private copy of demo tasks with a salted reward.py: its goldens get their own bundle
+    hash, so a test or benchmark may delete them without touching anyone else's."""
+    import shutil
+    import uuid
+
+    salt = uuid.uuid4().hex
+    for tid in ids:
+        shutil.copytree(repo / "demo" / tid, dest / tid)
+        with open(dest / tid / "reward.py", "a", encoding="utf-8") as fh:
+            fh.write(f"\n# salt {salt}\n")
+    return dest

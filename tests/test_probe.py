@@ -407,8 +407,8 @@ def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> 
     assert by_id["g-relaunch"]["lost_processes"] == ["sleep 1000"]
     assert by_id["g-relaunch"]["start_state"]["checked"] == 2
     fid = by_id["g-fidelity"]
-    assert fid["tier"] is None and "relaunch: missing window 'draw-" in fid["detail"]
-    assert "reprovision: missing window 'draw-" in fid["detail"] and "unexpected window 'draw-" in fid["detail"]
+    assert fid["tier"] is None and "relaunch: missing dialog 'draw-" in fid["detail"]
+    assert "reprovision: missing dialog 'draw-" in fid["detail"] and "unexpected dialog 'draw-" in fid["detail"]
 
 
 def _quick_set(root: Path, n: int, tag: str) -> dict[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import subprocess
 import sys
 import uuid
@@ -27,7 +26,7 @@ from shinken.tiers import TIER_VALUES, Tier, parse_tier, probe_tiers, serving_ti
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from tests.desktop_demos import CALC, DESKTOP_DEMOS, WRITER_DIALOG  # noqa: E402
+from tests.desktop_demos import CALC, DESKTOP_DEMOS, WRITER_DIALOG, salted_copy  # noqa: E402
 
 CALC_WINDOW = Window("soffice", "frame", "expenses.xlsx - LibreOffice Calc")
 
@@ -96,13 +95,7 @@ def cua(cua_image) -> str:
 
 @pytest.fixture(scope="module")
 def desktop_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("desktop-tasks")
-    salt = uuid.uuid4().hex
-    for tid in DESKTOP_DEMOS:
-        shutil.copytree(REPO / "demo" / tid, root / tid)
-        with open(root / tid / "reward.py", "a", encoding="utf-8") as fh:
-            fh.write(f"\n# test salt {salt}\n")
-    return root
+    return salted_copy(tmp_path_factory.mktemp("desktop-tasks"), DESKTOP_DEMOS, REPO)
 
 
 @pytest.fixture(scope="module")
