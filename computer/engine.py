@@ -472,9 +472,10 @@ class ComputerEngine:
             sess = self._locked_session(session)
             try:
                 self._check(sess, session, generation)
-                assert sess is not None and sess.fork is not None  # _check: a live rollout
+                assert sess is not None  # _check: a live rollout
                 if sess.infra_failure:
                     return VerifyResult(0.0, True, sess.failure_kind, sess.infra_failure, "")
+                assert sess.fork is not None  # only a masked rollout has none
                 bundle = self.bundle(sess.task_id or "")
                 try:
                     res = sess.fork.run_reward(bundle)
