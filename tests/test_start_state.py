@@ -202,8 +202,11 @@ def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua
         golden = p.ensure_golden(load_bundle(desktop_root / CALC), cua)
         assert golden.reused and golden.desktop.windows == (CALC_WINDOW,)
         with p.fork(golden) as fork:  # the default: cleaned, relaunched, checked
-            seen = fork.exec(["shinken-desktop-state", "windows"]).output
-            assert json.loads(seen.strip().splitlines()[-1])["windows"] == [CALC_WINDOW.to_json()]
+            assert fork.tier is Tier.RELAUNCH and fork.start_timings["wait_s"] > 0
+            # read again after the handover: the golden's windows, no dialog
+            res = fork.exec(["shinken-desktop-state", "windows", "--expect",
+                             json.dumps(golden.desktop.signature()), "--timeout", "30"], timeout=60)
+            assert res.ok and json.loads(res.output.strip().splitlines()[-1])["windows"] == [CALC_WINDOW.to_json()]
         # Control: the same relaunch without the cleaning meets the profile lock's alert.
         with p.fork(golden, tier=Tier.FILESYSTEM, replay=False) as fork:
             with pytest.raises(StartStateError) as info:
