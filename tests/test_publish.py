@@ -152,7 +152,7 @@ def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_pat
     assert prov["probe"]["config_hashes"] == sorted(hashes) and all(h in card for h in hashes)
     assert prov["counts"]["verdict"] == {"runnable": 3, "blocked": 0, "defective": 1}
     assert prov["counts"]["reason"] == {"defective": 1, "zero_signal": 1}
-    assert prov["counts"]["tier"] == {"none": 4}
+    assert prov["counts"]["tier"] == {"none": 1, "snapshot": 3}  # the defective task never got a tier
     assert prov["bundles"]["sha256"] in card and prov["source"] is None
     assert "| `zero_signal` | 1 |" in card and "| `reward_no_marker` | 1 |" in card
 
