@@ -35,7 +35,7 @@ CALC_WINDOW = Window("soffice", "frame", "expenses.xlsx - LibreOffice Calc")
 
 def test_tier_values_are_the_schemas_enums() -> None:
     line = load_schema("receipt_line")["properties"]["tier"]["anyOf"][1]["enum"]
-    row = load_schema("gym_row")["properties"]["shinken_tier"]["anyOf"][1]["enum"]
+    row = [t for t in load_schema("gym_row")["properties"]["shinken_tier"]["enum"] if t is not None]
     by_tier = load_schema("probe_receipt")["properties"]["summary"]["properties"]["by_tier"]["propertyNames"]["enum"]
     assert list(TIER_VALUES) == line == row == by_tier
     assert parse_tier("relaunch") is Tier.RELAUNCH and parse_tier(None) is None and parse_tier("memory") is None
