@@ -240,7 +240,7 @@ def test_a_web_fork_reaches_the_hub_and_nothing_else(web_run, demo_root: Path) -
         assert all(" blocked " in ln for ln in lines[1:]), out
         # A task that is not a web task stays on network none.
         plain = load_bundle(demo_root / "hello-file")
-        with p.fork(p.ensure_golden(plain, web_run["image"], accept_filesystem=True)) as f:
+        with p.fork(p.ensure_golden(plain, web_run["image"])) as f:
             assert api.inspect_container(f.id)["HostConfig"]["NetworkMode"] == "none"
             assert f.web_sid is None
     finally:
