@@ -104,14 +104,17 @@ class Container:
     # --- exec ---------------------------------------------------------------------
     def exec(self, cmd: str | list[str], *, timeout: float = 60, user: str = guest.USER,
              env: dict[str, str] | None = None, workdir: str | None = None,
-             max_output: int = 64_000) -> ExecResult:
+             max_output: int = 64_000, kill_user_on_failure: bool = False) -> ExecResult:
+        """Run `cmd` under the in-container timeout. kill_user_on_failure: when the run is
+        killed at its timeout or hits a container limit, every process of `user` is killed
+        before the exec returns (see guest.OUTER)."""
         self._check_open()
         argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         if not argv:
             raise SessionError("exec of an empty command")
         nonce = "__shinken_" + secrets.token_hex(8)
         t_in = max(0.001, float(timeout))
-        full = ["bash", "-c", guest.OUTER, "shinken", f"{t_in:.3f}", nonce, *argv]
+        full = ["bash", "-c", guest.OUTER, "shinken", f"{t_in:.3f}", nonce, "1" if kill_user_on_failure else "0", *argv]
         t0 = time.monotonic()
         try:
             ex = self.api.exec_create(self.id, full, stdout=True, stderr=True, user=user, environment=env,

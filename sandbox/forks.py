@@ -70,7 +70,7 @@ class DockerFork(Container):
                 self._put_reward(rp.read_bytes())
             t1 = time.monotonic()
             res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=guest.HOME,
-                            env=env)
+                            env=env, kill_user_on_failure=True)
         finally:
             if relay is not None and token is not None:
                 relay.revoke(token)
@@ -85,9 +85,11 @@ class DockerFork(Container):
 
     def _kill_user_processes(self) -> None:
         """After a reward that hit its timeout or a limit: kill every process of `user`
-        (a bomb that escaped the timeout's process group with setsid included). The fork
-        is spent after this (the desktop runs as `user` too). Best effort: with the pids
-        limit exhausted even this exec may fail, and close() removes the container anyway."""
+        (a bomb that escaped the timeout's process group with setsid included). The exec
+        wrapper has done so already when it reported (kill_user_on_failure); this covers a
+        wrapper that never did (the API guard fired). The fork is spent after this (the
+        desktop runs as `user` too). Best effort: with the pids limit exhausted this exec
+        may not start, and close() removes the container anyway."""
         try:
             ex = self.api.exec_create(self.id, ["kill", "-KILL", "-1"], user=guest.USER,
                                       stdout=False, stderr=False)

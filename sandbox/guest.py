@@ -9,7 +9,7 @@ USER = "user"  # the unprivileged account untrusted code runs as (images/core cr
 SESSION_ENV = "/tmp/shinken-session.env"  # written by shinken-desktop-up (DISPLAY, D-Bus)
 REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not writable, by `user`
 
-# Every exec runs under this wrapper: `bash -c OUTER shinken <timeout> <nonce> argv...`.
+# Every exec runs under this wrapper: `bash -c OUTER shinken <timeout> <nonce> <kill> argv...`.
 # It reads the container cgroup's OOM-kill and pids-limit counters before and after (bash
 # builtins only: after a fork bomb no fork may be possible), sources the desktop session
 # env, runs the command under `timeout -s KILL` (which kills the command's whole process
@@ -18,7 +18,12 @@ REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not wri
 # The command's stdout goes to stderr too: the daemon copies the two streams separately,
 # so only one stream keeps the command's output strictly before the marker (and in
 # write order); ExecResult.output is the combined output anyway.
-OUTER = r"""T=$1; N=$2; shift 2
+# With <kill> = 1 (reward runs), a run killed at its timeout or one that hit a limit is
+# followed by `kill -KILL -1` from the wrapper itself: every process of the exec's user
+# dies, a fork bomb that left the timeout's process group with setsid() included. The
+# builtin needs no new process; a separate `docker exec kill` does, and a bomb holding
+# the pids limit denies it one (on a loaded machine, for longer than any timeout).
+OUTER = r"""T=$1; N=$2; K=$3; shift 3
 rd() { RV=0; local k x; if [ -r "$1" ]; then while read -r k x; do if [ "$k" = "$2" ]; then RV=$x; fi; done < "$1"; fi; }
 of=/sys/fs/cgroup/memory/memory.oom_control; [ -r $of ] || of=/sys/fs/cgroup/memory.events
 pf=/sys/fs/cgroup/pids/pids.events; [ -r $pf ] || pf=/sys/fs/cgroup/pids.events
@@ -28,6 +33,7 @@ exec 3>&2 2>/dev/null  # no "Killed" job notice from this shell in the command's
 timeout -s KILL "$T" "$@" >&3 2>&3 3>&-; rc=$?
 exec 2>&3 3>&-
 rd $of oom_kill; o1=$RV; rd $pf max; p1=$RV
+if [ "$K" = 1 ] && { [ "$rc" = 137 ] || [ "$o1" != "$o0" ] || [ "$p1" != "$p0" ]; }; then kill -KILL -1; fi
 printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
 """
 
