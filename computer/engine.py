@@ -33,6 +33,7 @@ from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
 from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError, StartStateError
+from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
 
 log = logging.getLogger("shinken.computer")
@@ -42,6 +43,11 @@ DELETE_HIGH_WATER = 32  # backlog at which new seeds are refused
 DELETE_MAX_ATTEMPTS = 20  # then the item is left to `shinken gc` (logged), never retried forever
 BACKLOG_WAIT_S = 10.0  # a seed facing a full backlog retries deletions this long before refusing
 GC_INTERVAL_S = 300.0
+# Forks made by an engine's own provider carry this label; its maintenance gc reclaims only
+# dead owners' forks that carry it. Another program's leftovers (a killed `shinken probe`)
+# are `shinken gc`'s to reclaim, when the user asks: an engine racing the user's own
+# `shinken gc --force` over them would only turn its report into failures.
+ENGINE_LABELS = {LABEL_MADE_BY: "computer-engine"}
 
 
 @dataclass
@@ -130,7 +136,8 @@ class ComputerEngine:
         if provider is None:
             from shinken.sandbox.docker_provider import DockerProvider
 
-            provider = DockerProvider(judge=judge)  # judged rewards reach it through the relay
+            # judged rewards reach it through the relay
+            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS)
         self.provider = provider
         self._lock = threading.Lock()  # guards the registries below, never held across Docker calls
         self._sessions: dict[str, _Session] = {}
@@ -581,7 +588,8 @@ class ComputerEngine:
             self._gc_dead_owners()
 
     def _gc_dead_owners(self) -> None:
-        """Reclaim forks that dead processes (earlier servers) left behind."""
+        """Reclaim forks that dead engines (earlier servers) left behind: only those labelled
+        ENGINE_LABELS, so a provider passed in by the caller makes forks this leaves alone."""
         from shinken.sandbox import gc
         from shinken.sandbox.docker_provider import DockerProvider
 
@@ -589,7 +597,8 @@ class ComputerEngine:
             return  # gc reads Docker labels; another provider reclaims its own way
         client = self.provider.client
         try:
-            items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False)
+            items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False,
+                                        label_filter=ENGINE_LABELS)
             items = [i for i in items if i.kind in ("fork", "pool")]
             if items:
                 reclaimed, failed = gc.reclaim(client, items)

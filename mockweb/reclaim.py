@@ -47,6 +47,8 @@ def find_sids(client: Any, *, decide: Any, verdict_of: Any, older_than: float | 
     from shinken.sandbox.gc import Reclaimable, format_duration
 
     now = time.time() if now is None else now
+    if set(label_filter or {}) - {LABEL_OWNER, LABEL_RUN}:
+        return []  # no lease carries such a label: no need to ask every hub on the daemon
     found = []
     for h in hubs.find_hubs(client):
         if h.id in skip_hubs:

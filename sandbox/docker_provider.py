@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import docker
@@ -32,11 +33,12 @@ class DockerProvider:
 
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
                  owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None,
-                 web: Any = None) -> None:
+                 web: Any = None, labels: Mapping[str, str] | None = None) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
         self.owner = owner or Owner.current()
+        self.labels = dict(labels or {})  # extra labels on every fork and pool fork (e.g. LABEL_MADE_BY)
         self.limits = limits or Limits()
         # mockweb.session.WebSession of this run: the network web tasks join, their hub state
         # recorded at golden build and forked per fork (None: web tasks get the default bridge).
@@ -130,7 +132,8 @@ class DockerProvider:
             raise SessionError("a re-provision tier computer is made with provision(), not fork()")
         net = golden.network if network is None else network
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, LABEL_BUNDLE_HASH: golden.bundle_hash,
+                                   goldens.LABEL_GOLDEN: golden.image_id})
         t0 = time.monotonic()
         cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
                               desktop=golden.needs_desktop)
@@ -168,7 +171,8 @@ class DockerProvider:
         when it differs), then the bundle's post-fork steps."""
         t0 = time.monotonic()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, LABEL_BUNDLE_HASH: golden.bundle_hash,
+                                   goldens.LABEL_GOLDEN: golden.image_id})
         cid = start_container(self.api, golden.base_image_id, labels,
                               self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid))

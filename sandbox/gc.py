@@ -21,9 +21,11 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
+
+import docker.errors
 
 from shinken.runtime import (
     Liveness,
@@ -292,18 +294,25 @@ def _unique_image_bytes(api: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- removal
 
 
+ALREADY_GONE = "already gone: removed by another process since the scan"
+
+
 def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], list[Failure]]:
     """Remove `items` (as returned by find_reclaimable): containers, then images, then folders.
-    Never raises for one item's failure: it lands in the failure list with Docker's reason."""
+    Never raises for one item's failure: it lands in the failure list with Docker's reason.
+    A container or image that no longer exists counts as reclaimed (its reason says it was
+    already gone): another gc, e.g. an engine's maintenance pass, got there first, and the
+    user's `shinken gc --force` has nothing to report as failed."""
     order = {"container": 0, "sid": 1, "network": 2, "image": 3, "tempdir": 4}
     reclaimed: list[Reclaimable] = []
     failed: list[Failure] = []
     for item in sorted(items, key=lambda i: order.get(i.resource, 3)):
+        gone: bool | None = None
         try:
             if item.resource == "container":
-                _remove_container(client, item)
+                gone = _remove_container(client, item)
             elif item.resource == "image":
-                _remove_image(client, item)
+                gone = _remove_image(client, item)
             elif item.resource == "tempdir":
                 _remove_temp_dir(item)
             elif item.resource in ("sid", "network"):
@@ -315,7 +324,7 @@ def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], l
         except Exception as exc:
             failed.append(Failure(item.id, _explain(exc), item.kind, item.resource))
         else:
-            reclaimed.append(item)
+            reclaimed.append(replace(item, reason=f"{item.reason}; {ALREADY_GONE}") if gone is True else item)
     return reclaimed, failed
 
 
@@ -331,25 +340,43 @@ def _require_client(client: Any) -> Any:
     return client
 
 
-def _remove_container(client: Any, item: Reclaimable) -> None:
-    # force: the container of a dead owner may still be running `sleep infinity`
-    _require_client(client).api.remove_container(item.id, force=True, v=True)
-
-
-def _remove_image(client: Any, item: Reclaimable) -> None:
+def _remove_container(client: Any, item: Reclaimable) -> bool:
+    """Whether it was already gone."""
     api = _require_client(client).api
+    try:
+        # force: the container of a dead owner may still be running `sleep infinity`
+        api.remove_container(item.id, force=True, v=True)
+    except docker.errors.NotFound:
+        return True
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc):  # someone else is removing it right now
+            raise
+        return True
+    return False
+
+
+def _remove_image(client: Any, item: Reclaimable) -> bool:
+    """Whether it was already gone."""
+    api = _require_client(client).api
+    try:
+        info = api.inspect_image(item.id)
+    except docker.errors.ImageNotFound:
+        return True
     users = [c["Id"][:12] for c in api.containers(all=True, filters={"ancestor": item.id})]
     if users:
         raise RuntimeError(f"image is in use by container(s) {', '.join(users)}, which gc may not remove")
-    tags = [t for t in (api.inspect_image(item.id).get("RepoTags") or []) if t != "<none>:<none>"]
+    tags = [t for t in (info.get("RepoTags") or []) if t != "<none>:<none>"]
     # Never force: Docker must refuse an image a container or a child image still needs.
     # Several tags: removing by id would need force, so untag one by one (the last one deletes).
     for tag in tags or [item.id]:
-        api.remove_image(tag, force=False, noprune=False)
+        try:
+            api.remove_image(tag, force=False, noprune=False)
+        except docker.errors.ImageNotFound:
+            pass  # untagged or removed meanwhile: the check below tells
     try:
         api.inspect_image(item.id)
     except Exception:
-        return
+        return False
     raise RuntimeError("image still present after removing its tags (a child image may depend on it)")
 
 

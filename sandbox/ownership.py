@@ -15,6 +15,9 @@ LABEL_BUNDLE_HASH = "shinken.bundle_hash"
 LABEL_BASE_IMAGE = "shinken.base_image"
 LABEL_CREATED = "shinken.created"  # unix seconds
 LABEL_MANAGED = "shinken.managed"  # "1" on everything shinken creates
+# The component whose own clean-up may reclaim a fork after its owner died (e.g. the computer
+# engine's maintenance gc reclaims only forks made by engines; `shinken gc` looks at all).
+LABEL_MADE_BY = "shinken.made_by"
 
 CONTAINER_KINDS = ("fork", "pool", "build", "server", "hub")  # server: a NeMo Gym runner; hub: the mock web
 IMAGE_KINDS = ("golden",)

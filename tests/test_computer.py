@@ -323,25 +323,32 @@ def test_close_waits_for_calls_in_flight(task_root, sandbox_image, docker_client
 
 
 def test_maintenance_reclaims_forks_of_dead_owners(task_root, sandbox_image, docker_client):
-    from shinken.sandbox.ownership import Owner, labels_for
+    from shinken.computer.engine import ENGINE_LABELS
+    from shinken.sandbox.ownership import LABEL_MADE_BY, Owner, labels_for
 
     dead = Owner(socket.gethostname(), os.getpid(), "1")  # our pid with another start time: a dead process
-    orphan = docker_client.containers.run("shinken/base-bookworm:latest", ["sleep", "600"], detach=True, network_mode="none",
-                                          labels=labels_for("fork", task="orphan", owner=dead))
+    run = lambda labels: docker_client.containers.run(  # noqa: E731
+        "shinken/base-bookworm:latest", ["sleep", "600"], detach=True, network_mode="none", labels=labels)
+    orphan = run(labels_for("fork", task="orphan", owner=dead, extra=ENGINE_LABELS))  # a dead engine's fork
+    # a dead `shinken probe`'s fork: `shinken gc`'s to reclaim when the user asks, not an engine's
+    not_an_engines = run(labels_for("fork", task="probe-left", owner=dead))
     eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, gc_interval_s=0,
                          maintenance_interval_s=3600, keep_goldens_on_close=True)
     try:
         gen = eng.seed("live", "zero-signal")
         live_id = eng._sessions["live"].fork.id
+        assert docker_client.api.inspect_container(live_id)["Config"]["Labels"][LABEL_MADE_BY] == "computer-engine"
         eng.maintain_once()
         assert not _container_exists(docker_client, orphan.id)
         assert _container_exists(docker_client, live_id)  # our own fork (live owner) is untouched
+        assert _container_exists(docker_client, not_an_engines.id)
         assert eng.stats["gc_reclaimed"] >= 1
         eng.end("live", gen)
     finally:
         eng.close()
-        if _container_exists(docker_client, orphan.id):
-            orphan.remove(force=True)
+        for c in (orphan, not_an_engines):
+            if _container_exists(docker_client, c.id):
+                c.remove(force=True)
 
 
 def test_warm_pool_serves_seeds(task_root, sandbox_image):

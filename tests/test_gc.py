@@ -355,12 +355,31 @@ def test_removal_failure_is_reported_with_nonzero_exit(docker_client, scope):
     assert docker_client.api.inspect_container(user_container.id)["State"]["Running"]
     user_container.remove(force=True)
 
-    # the python API reports a bogus id rather than raising
-    bogus = gc.Reclaimable(resource="container", kind="fork", id="0" * 64, task=None, owner=None,
+    # the python API reports an item it cannot handle rather than raising
+    bogus = gc.Reclaimable(resource="volume", kind="fork", id="0" * 64, task=None, owner=None,
                            reason="test", bytes=None)
     reclaimed, failed = gc.reclaim(docker_client, [bogus])
     assert reclaimed == [] and [f.id for f in failed] == ["0" * 64]
-    assert "No such container" in failed[0].error
+    assert "unknown resource type 'volume'" in failed[0].error
+
+
+def test_resources_removed_by_someone_else_meanwhile_are_not_failures(docker_client, scope):
+    """Another gc (an engine's maintenance pass, a second terminal) removes a dead owner's fork
+    and golden between the scan and --force: they are gone, which is what was asked."""
+    dead_proc, dead = start_holder(scope, "raced", forks=2, golden=True)
+    kill9(dead_proc)
+    items = gc.find_reclaimable(docker_client, include_goldens=True, label_filter={TEST_LABEL: scope["value"]},
+                                temp_root=scope["runtime"])
+    assert {i.id for i in items} == set(dead["containers"]) | set(dead["images"])
+    raced = dead["containers"][0]
+    docker_client.api.remove_container(raced, force=True)  # the other gc wins the race for these two
+    docker_client.api.remove_image(dead["images"][0], force=True)
+    reclaimed, failed = gc.reclaim(docker_client, items)
+    assert failed == [] and {i.id for i in reclaimed} == {i.id for i in items}
+    by_id = {i.id: i for i in reclaimed}
+    assert gc.ALREADY_GONE in by_id[raced].reason and gc.ALREADY_GONE in by_id[dead["images"][0]].reason
+    assert gc.ALREADY_GONE not in by_id[dead["containers"][1]].reason  # this one gc removed itself
+    assert not exists(docker_client, dead["containers"][1])
 
 
 def test_inherited_labels_do_not_make_a_container_shinkens(docker_client, scope):
