@@ -342,7 +342,7 @@ def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
     make_bundle(root, "g-postfork", reward="print('REWARD: 0.0')\n",
                 extra={"shinken_post_fork": [{"type": "execute", "parameters": {"command": "exit 4"}}]})
     make_bundle(root, "g-crash", reward="raise RuntimeError('reward blew up')\n")
-    make_bundle(root, "g-slow", reward="import time\ntime.sleep(60)\nprint('REWARD: 0.0')\n")
+    make_bundle(root, "g-slow", reward="import time\ntime.sleep(3600)\nprint('REWARD: 0.0')\n")
     make_bundle(root, "g-blocked", reward="print('REWARD: 0.0')\n")
     # Left running at commit: a process that is relaunched as it was started (kept, tier relaunch),
     # and a dialog whose title is drawn anew each time the setup or a relaunch runs (neither tier
@@ -381,13 +381,19 @@ def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
     return expected, triage, rollouts
 
 
+# g-slow never finishes and is cut at this timeout; every other reward must finish within
+# it. A trivial reward took 0.4-0.9 s at load 45 (python3 start in a fork); 3 s was too
+# tight on a busy 2-core box. The wait costs little: the other worker probes meanwhile.
+GENERATED_REWARD_TIMEOUT_S = 20
+
+
 def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     expected, triage, rollouts = _generated_set(root)
     receipt = tmp_path / "receipt.json"
     r = cli(str(root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"),
             "--triage", str(triage), "--replay", str(rollouts), "--repeats", "2", "--concurrency", "2",
-            "--reward-timeout", "3")
+            "--reward-timeout", str(GENERATED_REWARD_TIMEOUT_S))
     assert r.returncode == 0, r.stderr[-3000:]
     doc = _receipt(receipt)
     assert _outcomes(doc) == expected
@@ -690,8 +696,10 @@ def test_image_is_resolved_once_even_when_the_tag_moves(sandbox_image: str, dock
     assert second != first
     root = tmp_path / "tasks"
     for t in ("retag-a", "retag-b"):
+        # salted with the run's tag: content-addressed goldens of another run (another session
+        # running this test at the same time) are neither reused nor removed under this one
         make_bundle(root, t, reward="print('REWARD: 0')\n", config=[
-            {"type": "execute", "parameters": {"command": f"echo {t} > /home/user/{t}.txt"}}])
+            {"type": "execute", "parameters": {"command": f"echo {t} {tag} > /home/user/{t}.txt"}}])
     triage = tmp_path / "triage.json"
     triage.write_text(json.dumps({"tasks": [{"id": t, "verdict": "runnable", "reasons": []}
                                             for t in ("retag-a", "retag-b")]}))

@@ -29,6 +29,9 @@ from tests.desktop_demos import DESKTOP_DEMOS  # noqa: E402
 
 DEMO = REPO / "demo"
 SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
+# In every bundle write_bundle makes: its goldens are this run's own, so another session
+# running this module at the same time neither reuses them nor has them deleted under it.
+SALT = uuid.uuid4().hex
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +75,7 @@ def write_bundle(root: Path, name: str, reward: str, config: list | None = None,
             "config": config or [], "evaluator": {"type": "python", "url": "./reward.py"}, **extra}
     (d / "config.json").write_text(json.dumps(task))
     (d / "reward.py").write_text(reward)
+    (d / "salt.txt").write_text(SALT)
     for n, text in (files or {}).items():
         (d / n).write_text(text)
     return d
