@@ -11,7 +11,8 @@ release-shaped demo tasks (their setups leave LibreOffice / evince running):
 - probe throughput (tasks/hour, K=2) over the six desktop demos at concurrency 1, 2 and 4,
   each on fresh goldens (a salted copy per configuration)
 
-Every golden made here is deleted at the end. Prints JSON (and writes it with --json PATH).
+Every golden made here is deleted at the end. Prints JSON (and writes it with --json PATH); each
+part carries the load average when it ended (the machine is shared: say the load with a figure).
 
     .venv/bin/python benchmarks/bench_start_state.py [--n 5] [--image IMAGE] [--skip-probe]
 """
@@ -112,7 +113,8 @@ def seed_latency(root: Path, image: str, task_id: str, *, pool: int, clients: in
             t.start()
         for t in threads:
             t.join()
-    return {"pool": pool, "concurrency": clients, **summary(lat), "errors": errors[:3], "failed": len(errors)}
+    return {"pool": pool, "concurrency": clients, **summary(lat), "errors": errors[:3], "failed": len(errors),
+            "loadavg": os.getloadavg()}
 
 
 def probe_rate(image: str, concurrency: int, tmp: Path) -> dict:
@@ -129,7 +131,7 @@ def probe_rate(image: str, concurrency: int, tmp: Path) -> dict:
                          for t in doc["tasks"]), 2) for k in ("golden_build_s", "fork_s", "start_s", "reward_s")}
     return {"concurrency": concurrency, "tasks": s["total"], "kept": s["kept"], "by_tier": s.get("by_tier"),
             "wall_s": round(wall, 2), "tasks_per_hour": round(s["total"] / wall * 3600, 1),
-            "cost_split_s": cost, "_goldens": goldens}
+            "cost_split_s": cost, "loadavg": os.getloadavg(), "_goldens": goldens}
 
 
 def main() -> int:
@@ -152,7 +154,7 @@ def main() -> int:
                 bundle = load_bundle(root / tid)
                 golden = p.ensure_golden(bundle, args.image)
                 goldens.append(golden)
-                res["fork_to_ready"][app] = fork_to_ready(p, bundle, golden, args.n)
+                res["fork_to_ready"][app] = {**fork_to_ready(p, bundle, golden, args.n), "loadavg": os.getloadavg()}
                 print(app, json.dumps(res["fork_to_ready"][app]), file=sys.stderr, flush=True)
             res["seed_latency"] = [seed_latency(root, args.image, CALC, pool=pool, clients=4, per_client=args.seeds)
                                    for pool in (0, 4)]
