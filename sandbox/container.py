@@ -28,6 +28,7 @@ from shinken.sandbox.docker_stream import open_exec_stream, read_frames
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
 DESKTOP_UP_TIMEOUT_S = 60.0
 DELETE_RETRIES = 4
+KILL_WAIT_S = 10.0  # how long a fallback kill of a failed run's processes is waited for
 
 
 def infra(what: str, exc: BaseException) -> InfraError:
@@ -107,7 +108,8 @@ class Container:
              max_output: int = 64_000, kill_user_on_failure: bool = False) -> ExecResult:
         """Run `cmd` under the in-container timeout. kill_user_on_failure: when the run is
         killed at its timeout or hits a container limit, every process of `user` is killed
-        before the exec returns (see guest.OUTER)."""
+        before the exec returns (see guest.OUTER; when the wrapper never reported, by one
+        more exec that is waited for), so nothing of the run is left to kill the next exec."""
         self._check_open()
         argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         if not argv:
@@ -141,6 +143,8 @@ class Container:
         else:
             # The wrapper itself died (killed by the command, OOM, container stopped).
             exit_code = self._exec_exit(ex["Id"])
+        if kill_user_on_failure and not m:
+            self._kill_user_processes(user)  # the wrapper's own kill may never have run
         timed_out = guard_hit or (exit_code == 137 and duration >= t_in * 0.98)
         if timed_out:
             exit_code = None
@@ -148,6 +152,20 @@ class Container:
         if len(text) > max_output:
             text = text[-max_output:]
         return ExecResult(exit_code, text, timed_out, duration, truncated, oom, pids)
+
+    def _kill_user_processes(self, user: str) -> None:
+        """`kill -KILL -1` as `user`, waited for: the wrapper (same user) dies with the rest,
+        so no kill of this run can land on a later exec. Best effort and bounded: a bomb
+        holding the pids limit may deny the exec its process (then no kill can land later
+        either), and the container's removal ends everything anyway."""
+        try:
+            ex = self.api.exec_create(self.id, ["kill", "-KILL", "-1"], user=user, stdout=False, stderr=False)
+            self.api.exec_start(ex["Id"], detach=True)
+            deadline = time.monotonic() + KILL_WAIT_S
+            while self.api.exec_inspect(ex["Id"]).get("Running") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        except docker.errors.APIError:
+            pass
 
     def _exec_exit(self, exec_id: str) -> int | None:
         for _ in range(20):

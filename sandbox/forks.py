@@ -76,26 +76,10 @@ class DockerFork(Container):
                 relay.revoke(token)
         reward, error, deviation = classify_reward_run(res.output, res.exit_code, timed_out=res.timed_out,
                                                        limit_hit=res.limit_hit)
-        if res.timed_out or res.limit_hit:
-            self._kill_user_processes()
         out = res.output
         if res.limit_hit:
             out += f"\n[shinken: container limits hit: oom_kills={res.oom_kills} pids_limit={res.pids_limit_hits}]"
         return RewardResult(reward, error, deviation, res.exit_code, tail(out), time.monotonic() - t1)
-
-    def _kill_user_processes(self) -> None:
-        """After a reward that hit its timeout or a limit: kill every process of `user`
-        (a bomb that escaped the timeout's process group with setsid included). The exec
-        wrapper has done so already when it reported (kill_user_on_failure); this covers a
-        wrapper that never did (the API guard fired). The fork is spent after this (the
-        desktop runs as `user` too). Best effort: with the pids limit exhausted this exec
-        may not start, and close() removes the container anyway."""
-        try:
-            ex = self.api.exec_create(self.id, ["kill", "-KILL", "-1"], user=guest.USER,
-                                      stdout=False, stderr=False)
-            self.api.exec_start(ex["Id"], detach=True)
-        except docker.errors.APIError:
-            pass
 
     def _put_reward(self, data: bytes, extra: dict[str, bytes] | None = None) -> None:
         buf = io.BytesIO()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from shinken.bundles.loader import load_bundle
+from shinken.sandbox import guest
 from shinken.sandbox.api import InfraError, SetupError
 from shinken.sandbox.docker_provider import DockerProvider
 from shinken.sandbox.ownership import LABEL_KIND, LABEL_OWNER, LABEL_RUN, Owner
@@ -349,6 +350,45 @@ def test_reward_memory_hog_is_contained(tight_provider, provider, image, docker_
         assert "oom_kills=" in res.output_tail
         assert fork.exec("echo alive").output.strip() == "alive"
     assert docker_client.ping()
+
+
+def test_a_failed_reward_leaves_no_kill_for_the_next_exec(provider, image, docker_client, tmp_path) -> None:
+    # The kill of a failed reward's processes is over when run_reward returns: a detached
+    # `kill -KILL -1` as user once landed on whatever ran next (here: within the sleep).
+    d = write_bundle(tmp_path, "hang", "import time\nprint('waiting', flush=True)\ntime.sleep(3600)\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with provider.fork(golden) as fork:
+        since = int(time.time()) - 1
+        res = fork.run_reward(bundle, timeout=1)
+        assert res.error == "timeout", res
+        # the wrapper reported, so its kill builtin did the work: no separate kill exec
+        # (a detached one needs no more than a busy scheduler to land later)
+        execs = [e["status"] for e in docker_client.api.events(
+            since=since, until=int(time.time()) + 1, decode=True,
+            filters={"container": fork.id, "event": "exec_create"})]
+        assert any("reward.py" in e for e in execs) and not [e for e in execs if ": kill " in e], execs
+        after = fork.exec("sleep 2; echo alive", timeout=30)
+        assert after.ok and after.output.strip() == "alive", after
+        assert "python3" not in fork.exec(["ps", "-e", "-o", "comm="], user="root").output
+
+
+def test_a_reward_that_kills_the_wrapper_still_has_its_processes_killed(provider, image, tmp_path) -> None:
+    # No marker line: the waited-for fallback kill ends what the reward left (a sleeper in its
+    # own session, outside the timeout's process group) before run_reward returns.
+    d = write_bundle(tmp_path, "wrapper-killer", "import os, subprocess, time\n"
+                     "subprocess.Popen(['sleep', '3600'], start_new_session=True, stdout=subprocess.DEVNULL,"
+                     " stderr=subprocess.DEVNULL)\n"
+                     "wrapper = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])\n"
+                     "os.kill(wrapper, 9)\ntime.sleep(3600)\n")
+    bundle = load_bundle(d)
+    golden = _golden(provider, bundle, image)
+    with provider.fork(golden) as fork:
+        res = fork.run_reward(bundle, timeout=2)
+        assert res.error in ("timeout", "crash") and res.reward is None, res
+        left = fork.exec(["ps", "-u", guest.USER, "-o", "comm="], user="root")
+        assert left.exit_code in (0, 1) and left.output.split() == [], left
+        assert fork.exec("echo alive").output.strip() == "alive"
 
 
 def test_zenity_dialog_is_back_after_fork(provider, image) -> None:
