@@ -9,6 +9,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,15 @@ def test_tiers_are_counted_when_the_receipt_has_them(inputs: dict, tmp_path: Pat
     r = shinken("report", "--receipt", str(path), "--md", "-")
     kept = receipt["summary"]["kept"]
     assert f"| relaunch | {kept} |" in r.stdout and f"| none | {receipt['summary']['dropped']} |" in r.stdout
-    assert "not recorded" in shinken("report", "--receipt", str(inputs["paths"]["receipt"]), "--md", "-").stdout
+    # The recorded demo receipt (a default-flags probe) carries its own tiers; one without any says so.
+    shown = shinken("report", "--receipt", str(inputs["paths"]["receipt"]), "--md", "-").stdout
+    recorded = Counter(t.get("tier") or "none" for t in inputs["receipt"]["tasks"])
+    assert {"snapshot", "relaunch", "reprovision"} <= set(recorded)
+    assert all(f"| {tier} | {n} |" in shown for tier, n in recorded.items()), shown
+    for line in receipt["tasks"]:
+        del line["tier"]
+    path.write_text(json.dumps(receipt))
+    assert "not recorded" in shinken("report", "--receipt", str(path), "--md", "-").stdout
 
 
 @pytest.mark.parametrize("args,message", [
