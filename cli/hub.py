@@ -25,6 +25,8 @@ UP_EXAMPLES = [
 ]
 DOWN_EXAMPLES = ["shinken hub down    # every hub `hub up` started", "shinken hub down shinken-hub-53fdc32c-1a9428"]
 STATUS_EXAMPLES = ["shinken hub status", "shinken hub status --json"]
+INSPECT_EXAMPLES = ["shinken hub inspect    # the apps shinken/hub:latest serves, their host names and ports",
+                    "shinken hub inspect shinken/hub:latest --json"]
 
 DEFAULT_HUB = "shinken/hub:latest"
 HubImageArg = Annotated[str, typer.Argument(help="Hub image (from `shinken hub build`).", envvar="SHINKEN_HUB_IMAGE")]
@@ -145,6 +147,22 @@ def down(
     output.result(doc, lambda: [output.line(h.name) for h in chosen])
 
 
+def inspect(image: HubImageArg = DEFAULT_HUB, json_out: JsonFlag = False) -> None:
+    """Print a hub image's manifest: the apps it serves, their host names, ports and versions."""
+    from dataclasses import asdict
+
+    from shinken.mockweb.manifest import HUB_SCHEMA, read_manifest
+
+    output = Output(json_out)
+    m = read_manifest(_client(), image)
+    doc = {"schema": HUB_SCHEMA, "node_image": m.node_image, "apps": [asdict(a) for a in m.apps]}
+    _validated("hub_manifest", doc)
+    table = Table("app", "host name (port 80)", "direct port", "placeholder", "source hash")
+    for a in m.apps:
+        table.add_row(a.name, a.alias, str(a.port), f"__CUA_GYM_{a.key}_URL__", a.source_hash)
+    output.result(doc, lambda: output.table(table))
+
+
 def status(json_out: JsonFlag = False) -> None:
     """List hub containers: image, owner, published ports, started apps, stored sids."""
     from shinken.mockweb import hub as hubs
@@ -214,3 +232,4 @@ add_command(app, "build", build, BUILD_EXAMPLES)
 add_command(app, "up", up, UP_EXAMPLES)
 add_command(app, "down", down, DOWN_EXAMPLES)
 add_command(app, "status", status, STATUS_EXAMPLES)
+add_command(app, "inspect", inspect, INSPECT_EXAMPLES)

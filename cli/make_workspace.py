@@ -17,6 +17,8 @@ EXAMPLES = [
     "shinken make-workspace --dest ~/cua-ws --task-root demo --ids out/demo/receipt.json "
     "--rollouts demo/solutions.jsonl --license Apache-2.0 --force  # the demo, with a full-reward verifier case",
     "shinken make-workspace --dest ~/cua-ws --task-root demo --ids kept.txt --val-fraction 0.2 --json",
+    "shinken make-workspace --dest ~/cua-ws --task-root data/cua-gym/tasks --ids out/receipt.json --hub shinken/hub:latest"
+    "  # web tasks: the server starts the hub",
 ]
 
 
@@ -41,6 +43,10 @@ def make_workspace(
     image: ImageOpt = DEFAULT_IMAGE,
     max_steps: Annotated[int, typer.Option("--max-steps", help="Agent step limit per rollout.")] = 30,
     force: Annotated[bool, typer.Option("--force", help="Replace an earlier shinken workspace at --dest.")] = False,
+    hub: Annotated[Optional[str], typer.Option("--hub", metavar="IMAGE", envvar="SHINKEN_HUB_IMAGE",
+                                               help="Hub image the server runs for web tasks (as given to probe).")] = None,
+    mock_urls: Annotated[Optional[Path], typer.Option("--mock-urls", metavar="FILE",
+                                                      help="Mock URL map the server uses for web tasks (as given to probe).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Write a NeMo Gym environment for the tasks a probe receipt kept.
@@ -57,7 +63,8 @@ def make_workspace(
     res = write_workspace(WorkspaceOptions(
         dest=dest, task_root=task_root, ids_file=ids, val_fraction=val_fraction, seed=seed,
         stratify=stratify, image=image, max_steps=max_steps, license=license, dataset_license=dataset_license,
-        name=name, authors=list(author or []), rollouts=list(rollouts or []), force=force))
+        name=name, authors=list(author or []), rollouts=list(rollouts or []), force=force, hub=hub,
+        mock_urls=mock_urls))
     for note in res.notes:
         output.note(f"shinken: note: {note}")
 

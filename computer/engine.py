@@ -116,7 +116,7 @@ class ComputerEngine:
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None) -> None:
+                 judge: JudgeConfig | None = None, web: Any = None) -> None:
         self.task_root = Path(task_root)
         self.image = image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
@@ -133,11 +133,19 @@ class ComputerEngine:
         self._bundles: dict[str, Bundle] = {}
         self._all_loaded = False
         self._owns_provider = provider is None
+        # mockweb.runs.WebPlan: web tasks are materialized for its hub and forked with their own
+        # sids; the session (hub container + network) lives as long as the engine.
+        self.web_plan = web
+        self.web_session = None
         if provider is None:
             from shinken.sandbox.docker_provider import DockerProvider
 
-            # judged rewards reach it through the relay
-            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS)
+            if web is not None:
+                from shinken.sandbox.docker_client import connect
+
+                self.web_session = web.session(connect(), run_id=f"server-{os.getpid()}")
+            # judged rewards reach the judge through the relay
+            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS, web=self.web_session)
         self.provider = provider
         self._lock = threading.Lock()  # guards the registries below, never held across Docker calls
         self._sessions: dict[str, _Session] = {}
@@ -185,6 +193,12 @@ class ComputerEngine:
                                      os.environ.get("SHINKEN_JUDGE_MODEL", "").strip() or None,
                                      ("SHINKEN_JUDGE_URL (shinken_judge_url)", "SHINKEN_JUDGE_MODEL (shinken_judge_model)")),
         )
+        hub = os.environ.get("SHINKEN_HUB_IMAGE", "").strip() or None  # shinken_hub_image
+        mock_urls = os.environ.get("SHINKEN_MOCK_URLS", "").strip() or None  # shinken_mock_urls
+        if hub or mock_urls:
+            from shinken.mockweb.runs import web_plan
+
+            kwargs["web"] = web_plan(hub, Path(mock_urls) if mock_urls else None)
         kwargs.update(overrides)
         return cls(**kwargs)
 
@@ -241,6 +255,10 @@ class ComputerEngine:
             raise ShinkenError(f"task {task_id!r}: not found under {self.task_root}")
         if not b.ok:
             raise ShinkenError(f"task {task_id!r}: the bundle is defective ({b.why_defective()}); run `shinken triage`")
+        if self.web_plan is not None:  # a web task runs on its copy with this server's mock addresses
+            b, blocked = self.web_plan.prepare(b)
+            if blocked:
+                raise ShinkenError(f"task {task_id!r}: {blocked}")
         with self._lock:
             self._bundles[task_id] = b
         return b
@@ -630,6 +648,10 @@ class ComputerEngine:
         for tid, entry in goldens:
             if entry.pool is not None:
                 self._try_delete(f"pool of {tid}", entry.pool.close)
+        # The hub and run network next (their forks are gone): a server stopped with a short
+        # grace period (docker stop) may not live through the golden deletions below.
+        self._close_web()
+        for tid, entry in goldens:
             if not self.keep_goldens_on_close:
                 golden = entry.golden
                 self._try_delete(f"golden {golden.tag}", functools.partial(self.provider.delete_golden, golden))
@@ -642,6 +664,13 @@ class ComputerEngine:
                 self.provider.close()
             except Exception:  # noqa: BLE001
                 log.exception("closing the sandbox provider failed")
+
+    def _close_web(self) -> None:
+        if self.web_session is not None:
+            try:
+                self.web_session.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the mock web session failed")
 
     def __enter__(self) -> "ComputerEngine":
         return self

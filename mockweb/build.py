@@ -163,8 +163,10 @@ test -f dist/index.html || { echo "npm run build wrote no dist/index.html" >&2; 
 
 
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
-              progress: Progress | None = None, nocache: bool = False) -> AppBuild:
-    """The built image of one app, cached by the hash of its sources and the node image."""
+              progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None) -> AppBuild:
+    """The built image of one app, cached by the hash of its sources and the node image.
+    npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
+    by every app build; the benchmark passes an empty one to time a cold build)."""
     t0 = time.monotonic()
     h = app_content_hash(app, node_id)
     src = source_hash(app)
@@ -174,16 +176,16 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
         if found and not nocache:
             return AppBuild(app.name, tag, found, src, True, time.monotonic() - t0)
         _say(progress, f"building {tag} ({app.name}: npm {'ci' if app.has_lockfile else 'install'} + npm run build)")
-        image_id = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress)
+        image_id = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
+                                           npm_cache or cache_root() / "hub-npm")
     return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0)
 
 
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
-                            ca_pem: bytes, progress: Progress | None) -> str:
+                            ca_pem: bytes, progress: Progress | None, npm_cache: Path) -> str:
     import docker.errors
 
     api = client.api
-    npm_cache = cache_root() / "hub-npm"
     npm_cache.mkdir(parents=True, exist_ok=True)
     ca_file = cache_root() / "hub-ca.pem"
     ca_file.write_bytes(ca_pem)

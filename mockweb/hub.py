@@ -228,17 +228,18 @@ def write_owner_lease(client: Any, cid: str, owner: Owner, run_id: str | None) -
         raise InfraError(f"hub {cid[:12]}: cannot write the owner lease: {out[-200:]}")
 
 
-def remove_sids(client: Any, cid: str, sids: list[str]) -> None:
+def remove_sids(client: Any, cid: str, sids: list[str], *, keep_uploads: bool = False) -> None:
     """Delete every stored state and upload of these sids in every app of the hub (the
     files each mock keeps under its .mock-* folders; in-memory mocks keep theirs until the
-    hub stops)."""
+    hub stops). keep_uploads: only the state files (.mock-states)."""
     if not sids:
         return
     for s in sids:
         if not s or any(ch not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-" for ch in s):
             raise ShinkenError(f"refusing to remove sid {s!r}: not a sanitized sid")
     names = " ".join(shlex.quote(s) for s in sids)
-    script = (f"for s in {names}; do for d in {STATE_DIRS_GLOB}; do [ -d \"$d\" ] || continue; "
+    dirs = STATE_DIRS_GLOB.replace(".mock-*", ".mock-states") if keep_uploads else STATE_DIRS_GLOB
+    script = (f"for s in {names}; do for d in {dirs}; do [ -d \"$d\" ] || continue; "
               "find \"$d\" -maxdepth 1 -name \"$s*\" -exec rm -rf {} +; done; done")
     code, out = hub_exec(client, cid, ["bash", "-c", script])
     if code != 0:

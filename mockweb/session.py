@@ -127,7 +127,9 @@ class WebSession:
             args += ["--app", f"{name}={url}"]
         summary = self._guest(box, args, "recording the golden's hub state")
         if summary.get("sid"):
-            self.release(str(summary["sid"]))  # recorded; the setup's sid is not used again
+            # Recorded; the setup's sid is not used again. Its uploads stay: the recorded state
+            # names them by this sid (they live as long as the hub, see docs/mock-web.md).
+            self.release(str(summary["sid"]), keep_uploads=True)
         return summary
 
     def new_sid(self) -> str:
@@ -140,11 +142,11 @@ class WebSession:
                               "giving the fork its hub state")
         return bool(summary.get("sid"))
 
-    def release(self, sid: str) -> None:
+    def release(self, sid: str, *, keep_uploads: bool = False) -> None:
         """Remove a sid's state (never raises: a sid left behind is gc's to reclaim)."""
         try:
             if self.hub is not None:
-                hubs.remove_sids(self.client, self.hub.id, [sid])
+                hubs.remove_sids(self.client, self.hub.id, [sid], keep_uploads=keep_uploads)
             else:
                 from shinken.mockweb.state_api import StateClient
 

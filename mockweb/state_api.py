@@ -27,6 +27,8 @@ from typing import Any
 
 TIMEOUT_S = 60.0  # the hub starts an app on first use (a few seconds); then calls take ms
 RECORD_SCHEMA = "shinken.hub_state/1"
+SETTLE_S = 0.5  # the state is settled when two reads this far apart agree ...
+SETTLE_MAX_S = 15.0  # ... or after this long (a page that keeps saving)
 
 
 class StateApiError(Exception):
@@ -137,9 +139,24 @@ def record(apps: dict[str, str], sid_file: str) -> dict[str, Any]:
         st = c.state(sid)
         if st is not None and not st.get("has_custom_state"):
             continue  # the setup posted nothing to this app for the sid
-        go = c.go(sid)
+        go = _settled(c, sid)
         doc["apps"][name] = {"url": url, "initial_state": go.get("initial_state"), "current_state": go.get("current_state")}
     return doc
+
+
+def _settled(c: StateClient, sid: str) -> dict[str, Any]:
+    """`/go` once the state stopped changing: a page the setup opened saves its first state
+    a moment after it loads (the hub's mocks write their defaults back), and the golden must
+    hold that, not a snapshot taken halfway."""
+    deadline = time.monotonic() + SETTLE_MAX_S
+    last = c.go(sid)
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_S)
+        now = c.go(sid)
+        if _canon(now) == _canon(last):
+            return now
+        last = now
+    return last
 
 
 def restore(rec: dict[str, Any], new_sid: str) -> dict[str, Any]:

@@ -69,6 +69,8 @@ class EngineSettings:
     image: str
     state_fidelity: str
     max_steps: int
+    hub_image: str | None = None  # hub image serving the mock web apps of web tasks (mockweb)
+    mock_urls: str | None = None  # or a mock URL map of mocks run elsewhere
 
     def __post_init__(self) -> None:
         if not IMAGE_RE.match(self.image):
@@ -106,6 +108,9 @@ def server_config(names: Names, engine: EngineSettings, lic: License, descriptio
             # Rewards that call reward_judge need an endpoint (docs/judge.md); none by default.
             "shinken_judge_url": _env("SHINKEN_JUDGE_URL", None),
             "shinken_judge_model": _env("SHINKEN_JUDGE_MODEL", None),
+            # Web tasks: the hub the server starts (docs/mock-web.md); none when the set has none.
+            "shinken_hub_image": _env("SHINKEN_HUB_IMAGE", engine.hub_image),
+            "shinken_mock_urls": _env("SHINKEN_MOCK_URLS", engine.mock_urls),
         }}},
         names.agent_instance: {"responses_api_agents": {"simple_agent": {
             "entrypoint": "app.py",

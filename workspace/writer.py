@@ -69,6 +69,8 @@ class WorkspaceOptions:
     authors: list[str] = field(default_factory=list)  # empty: git user.name, else the login name
     rollouts: list[Path] = field(default_factory=list)  # recorded solutions (probe --replay input)
     force: bool = False
+    hub: str | None = None  # hub image the server starts for web tasks (mockweb)
+    mock_urls: Path | None = None  # or mocks the user runs elsewhere
 
 
 @dataclass
@@ -101,6 +103,30 @@ def default_authors() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         name = ""
     return [name or getpass.getuser()]
+
+
+def _for_rows(bundles: list[Bundle], opts: WorkspaceOptions) -> list[Bundle]:
+    """Web tasks as the server will run them: their instruction names the mock's real address
+    (the hub's alias is the same in every run). A task the map cannot serve is refused here.
+    The workspace stores the bundles as they are; the server materializes them again."""
+    from shinken.mockweb.materialize import needs_materializing
+    from shinken.mockweb.runs import web_plan
+
+    if opts.hub is None and opts.mock_urls is None:
+        web = [b.id for b in bundles if needs_materializing(b)]
+        if web:
+            raise ShinkenError(f"{web[0]}: a mock web task ({len(web)} in the list); pass --hub IMAGE (or --mock-urls "
+                               "FILE) as given to probe, so the server can serve its mock apps")
+        return bundles
+    plan = web_plan(opts.hub, Path(opts.mock_urls) if opts.mock_urls else None)
+    assert plan is not None
+    out = []
+    for b in bundles:
+        prepared, blocked = plan.prepare(b)
+        if blocked:
+            raise ShinkenError(f"{b.id}: {blocked}; drop it from the id list or serve the app")
+        out.append(prepared)
+    return out
 
 
 def _template(rel: str) -> str:
@@ -139,7 +165,9 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     dest = Path(opts.dest).expanduser().absolute()
     task_root = Path(opts.task_root).expanduser().resolve()
     names = gymcfg.Names(opts.name)
-    engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="checked", max_steps=opts.max_steps)
+    engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="checked", max_steps=opts.max_steps,
+                                   hub_image=opts.hub,
+                                   mock_urls=str(Path(opts.mock_urls).resolve()) if opts.mock_urls else None)
     if not 0.0 <= opts.val_fraction < 1.0:
         raise ShinkenError(f"--val-fraction {opts.val_fraction}: must be at least 0 and below 1")
     if opts.max_steps < 1:
@@ -162,7 +190,8 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     tiers = kept_tiers(listed.receipt)
     if listed.receipt is not None and (listed.receipt.get("summary") or {}).get("state_fidelity") == "filesystem":
         engine = replace(engine, state_fidelity="filesystem")
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id)) for b in bundles}
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id))
+            for b in _for_rows(bundles, opts)}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
     pool = split.train + split.validation  # tiny sets: examples may reuse validation tasks

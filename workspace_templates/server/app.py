@@ -69,6 +69,9 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
     shinken_judge_url: Optional[str] = Field(
         None, description="OpenAI-compatible API for rewards that call reward_judge (key: SHINKEN_JUDGE_API_KEY).")
     shinken_judge_model: Optional[str] = Field(None, description="The model that endpoint serves.")
+    shinken_hub_image: Optional[str] = Field(
+        None, description="Hub image (`shinken hub build`) the server starts for web tasks (docs/mock-web.md).")
+    shinken_mock_urls: Optional[str] = Field(None, description="Or a mock URL map of mock apps run elsewhere.")
 
     def task_root(self) -> Path:
         path = Path(self.cua_gym_tasks).expanduser()
@@ -80,6 +83,12 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
 
         judge = JudgeConfig.create(self.shinken_judge_url or None, self.shinken_judge_model or None,
                                    ("shinken_judge_url", "shinken_judge_model"))
+        web = None
+        if self.shinken_hub_image or self.shinken_mock_urls:
+            from shinken.mockweb.runs import web_plan
+
+            web = web_plan(self.shinken_hub_image or None,
+                           Path(self.shinken_mock_urls).expanduser() if self.shinken_mock_urls else None)
         return ComputerEngine(
             task_root=self.task_root(),
             image=self.shinken_image,
@@ -89,6 +98,7 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
             golden_ttl_s=self.shinken_golden_ttl,
             max_goldens=self.shinken_max_goldens,
             judge=judge,
+            web=web,
             **overrides,
         )
 

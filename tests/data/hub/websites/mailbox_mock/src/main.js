@@ -9,6 +9,11 @@ async function load() {
   const doc = await r.json();
   state = doc.has_custom_state ? doc.stored_state : structuredClone(DEFAULT_STATE);
   render();
+  if (!state.view) {
+    // The first load saves the page's view settings, as the hub's mocks save their defaults.
+    state.view = { folder: 'inbox' };
+    await save();
+  }
 }
 
 async function save() {

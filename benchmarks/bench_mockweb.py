@@ -1,0 +1,188 @@
+"""Mock web (CUA-Gym-Hub) costs, measured in one run on the real engine:
+
+- hub build per app: cold (empty npm cache, no image), rebuilt with a warm npm cache, and
+  cached (the image exists: a content-hash lookup);
+- hub start to ready: container start until the supervisor accepts, then an app's first
+  start (its `vite preview`) until it serves;
+- web-task fork-to-ready p50/p95 (container + desktop + the fork's own sid holding the
+  golden's hub state) next to a plain fork of the same image and desktop, so the ratio shows
+  what the hub state adds; and the state fork alone (the guest `restore`: set + set_current
+  + read back) and a record (what a golden build pays: /state + /go until it settles);
+- the browser: a fork's Chromium opened on the fork's sid until the mock's page has loaded
+  (DevTools shows its title), the relaunch every rollout of a web task needs.
+
+Run: .venv/bin/python benchmarks/bench_mockweb.py [--source DIR] [--apps a,b] [--n 20] [--json out.json]
+(default source: the stand-in checkout tests/data/hub; with a CUA-Gym-Hub checkout the build
+numbers are those of its apps, the fork numbers need a web task for one of them: --task).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from shinken.bundles.loader import load_bundle
+from shinken.images.build import DEFAULT_IMAGE, _read_ca
+from shinken.mockweb import hub as hubs
+from shinken.mockweb.apps import discover_apps, select_apps
+from shinken.mockweb.build import build_app, build_hub, ensure_node_image
+from shinken.mockweb.manifest import read_manifest
+from shinken.mockweb.runs import web_plan
+from shinken.mockweb.session import GUEST_TIMEOUT_S
+from shinken.sandbox.docker_client import connect
+from shinken.sandbox.docker_provider import DockerProvider
+
+REPO = Path(__file__).resolve().parent.parent
+STAND_IN = REPO / "tests" / "data" / "hub"
+STAR = REPO / "tests" / "data" / "web_tasks" / "8b2f7c1e-4a3d-5e6f-9a0b-1c2d3e4f5a6b"
+PLAIN = REPO / "demo" / "zenity-entry"
+
+# Chromium in a fork: the profile the golden's setup used is locked to the build container's
+# host name; a relaunch removes the lock first (what the desktop relaunch has to do too).
+BROWSER = r"""
+rm -f ~/.config/google-chrome/Singleton*
+DISPLAY=:0 setsid google-chrome "$1" >/dev/null 2>&1 < /dev/null &
+for i in $(seq 1 600); do
+  out=$(python3 -c 'import json,urllib.request; print(json.dumps(json.load(urllib.request.urlopen("http://127.0.0.1:9222/json", timeout=1))))' 2>/dev/null)
+  case "$out" in *Mailbox*"$2"*|*"$2"*Mailbox*) echo ready; exit 0;; esac
+  sleep 0.05
+done
+echo "never showed the mock: $out"; exit 1
+"""
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def summary(xs: list[float]) -> dict[str, float]:
+    return {"n": len(xs), "p50": round(statistics.median(xs), 4), "p95": round(pct(xs, 0.95), 4),
+            "min": round(min(xs), 4), "max": round(max(xs), 4)}
+
+
+def bench_build(client, source: Path, apps: list[str] | None) -> dict:
+    chosen = select_apps(discover_apps(source), apps)
+    node_tag, node_id, _ = ensure_node_image(client)
+    ca = _read_ca(None)
+    out = {}
+    for app in chosen:
+        with tempfile.TemporaryDirectory(prefix="shinken-bench-npm-") as empty:
+            cold = build_app(client, app, node_tag, node_id, ca, nocache=True, npm_cache=Path(empty)).seconds
+        warm = build_app(client, app, node_tag, node_id, ca, nocache=True).seconds
+        cached = build_app(client, app, node_tag, node_id, ca).seconds
+        out[app.name] = {"cold_s": round(cold, 2), "warm_npm_cache_s": round(warm, 2), "cached_s": round(cached, 4)}
+        print(f"build {app.name}: cold {cold:.1f}s, warm npm cache {warm:.1f}s, cached {cached * 1000:.0f}ms", file=sys.stderr)
+    return out
+
+
+def bench_start(client, manifest, n: int) -> dict:
+    ready, first_app = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        h = hubs.start_hub(client, manifest)  # returns once the supervisor accepts
+        ready.append(time.perf_counter() - t0)
+        t1 = time.perf_counter()
+        hubs.start_app(client, h.id, manifest.apps[0].name)
+        first_app.append(time.perf_counter() - t1)
+        hubs.stop_hub(client, h.id)
+    return {"hub_ready_s": summary(ready), "first_app_ready_s": summary(first_app), "app": manifest.apps[0].name}
+
+
+def bench_forks(client, hub_image: str, image: str, n: int, task: Path) -> dict:
+    plan = web_plan(hub_image, None, client=client)
+    assert plan is not None
+    web = plan.session(client, run_id=f"bench-web-{os.getpid()}")
+    try:
+        bundle, blocked = plan.prepare(load_bundle(task))
+        assert blocked is None, blocked
+        with DockerProvider(run_id=web.run_id, web=web) as p:
+            g = p.ensure_golden(bundle, image, accept_filesystem=True)
+            plain_g = p.ensure_golden(load_bundle(PLAIN), image, accept_filesystem=True)
+            t0 = time.perf_counter()
+            with p.fork(g) as warmup:  # first fork also starts the app if the build did not
+                apps = [f"--app={t.name}={t.url}" for t in plan.urls.targets.values()]
+                record = _timed(lambda: web._guest(warmup, ["record", "--sid-file", "/tmp/task_web_sid",
+                                                            "--out", "/tmp/bench-record.json", *apps], "record"))
+            first = time.perf_counter() - t0
+            web_forks, plain_forks, restores, browser = [], [], [], []
+            for _ in range(n):
+                t = time.perf_counter()
+                f = p.fork(g)
+                web_forks.append(time.perf_counter() - t)
+                sid = web.new_sid()
+                restores.append(_timed(lambda: web.restore(f, sid)))
+                res, secs = _timed_value(lambda: f.exec(["bash", "-c", BROWSER, "-", f"http://cua-gym-mailbox/?sid={sid}", sid],
+                                                        timeout=60))
+                if res.ok:
+                    browser.append(secs)
+                web.release(sid)
+                f.close()
+                t = time.perf_counter()
+                q = p.fork(plain_g, replay=False)
+                plain_forks.append(time.perf_counter() - t)
+                q.close()
+    finally:
+        web.close()
+    return {
+        "first_web_fork_s": round(first, 3),
+        "web_fork_s": summary(web_forks),
+        "plain_desktop_fork_s": summary(plain_forks),
+        "web_over_plain_p50": round(statistics.median(web_forks) / statistics.median(plain_forks), 3),
+        "state_fork_s": summary(restores),
+        "record_s": round(record, 4),
+        "browser_shows_mock_s": summary(browser) if browser else None,
+        "browser_failures": n - len(browser),
+        "web_fork_to_browser_p50_s": round(statistics.median(web_forks) + (statistics.median(browser) if browser else 0), 3),
+    }
+
+
+def _timed(fn) -> float:
+    return _timed_value(fn)[1]
+
+
+def _timed_value(fn):
+    t = time.perf_counter()
+    v = fn()
+    return v, time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--source", type=Path, default=STAND_IN)
+    ap.add_argument("--apps", default=None)
+    ap.add_argument("--image", default=DEFAULT_IMAGE)
+    ap.add_argument("--task", type=Path, default=STAR, help="web task for the fork numbers (its app must be built)")
+    ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--starts", type=int, default=3)
+    ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    client = connect()
+    apps = [x for x in a.apps.split(",") if x] if a.apps else None
+    load = os.getloadavg()
+    out: dict = {"load_before": [round(x, 2) for x in load]}
+    if not a.skip_build:
+        out["build"] = bench_build(client, a.source, apps)
+    hub = build_hub(a.source, apps, client=client)
+    out["hub_image"] = hub.tag
+    manifest = read_manifest(client, hub.tag)
+    out["start"] = bench_start(client, manifest, a.starts)
+    if any(app.name == "mailbox" for app in manifest.apps) or a.task != STAR:
+        out["forks"] = bench_forks(client, hub.tag, a.image, a.n, a.task)
+    out["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    out["guest_timeout_s"] = GUEST_TIMEOUT_S
+    text = json.dumps(out, indent=1)
+    print(text)
+    if a.json:
+        a.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
