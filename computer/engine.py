@@ -143,7 +143,7 @@ class ComputerEngine:
             if web is not None:
                 from shinken.sandbox.docker_client import connect
 
-                self.web_session = web.session(connect(), run_id=f"server-{os.getpid()}")
+                self.web_session = web.session(connect(), run_id=f"server-{os.getpid()}", labels=ENGINE_LABELS)
             # judged rewards reach the judge through the relay
             provider = DockerProvider(judge=judge, labels=ENGINE_LABELS, web=self.web_session)
         self.provider = provider
@@ -606,8 +606,10 @@ class ComputerEngine:
             self._gc_dead_owners()
 
     def _gc_dead_owners(self) -> None:
-        """Reclaim forks that dead engines (earlier servers) left behind: only those labelled
-        ENGINE_LABELS, so a provider passed in by the caller makes forks this leaves alone."""
+        """Reclaim what dead engines (earlier servers) left behind: forks, and the hub and run
+        network of their web session (Gym kills a server 1 s after its SIGINT, before its engine
+        can close). Only what is labelled ENGINE_LABELS: a provider passed in by the caller makes
+        forks this leaves alone."""
         from shinken.sandbox import gc
         from shinken.sandbox.docker_provider import DockerProvider
 
@@ -617,7 +619,7 @@ class ComputerEngine:
         try:
             items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False,
                                         label_filter=ENGINE_LABELS)
-            items = [i for i in items if i.kind in ("fork", "pool")]
+            items = [i for i in items if i.kind in ("fork", "pool", "hub", "network")]
             if items:
                 reclaimed, failed = gc.reclaim(client, items)
                 self.stats["gc_reclaimed"] += len(reclaimed)

@@ -88,7 +88,8 @@ def find_hubs(client: Any, image_id: str | None = None, *, running_only: bool = 
 
 def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, publish: int | None = None,
               limits: HubLimits | None = None, run_id: str | None = None, owner: Owner | None = None,
-              eager: bool = False, network: str | None = None) -> HubContainer:
+              eager: bool = False, network: str | None = None,
+              labels_extra: dict[str, str] | None = None) -> HubContainer:
     """Start a hub container for `manifest`'s image, on `network` (a run network, with every
     app's alias) or else on the default bridge. publish=PORT publishes app i (in manifest
     order) on 127.0.0.1:PORT+i, as deploy-all.sh numbers them from its base port. Runs connect a
@@ -100,7 +101,7 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
     if detached:
         labels = {LABEL_MANAGED: "1", LABEL_KIND: "hub", LABEL_CREATED: str(int(time.time())), LABEL_DETACHED: "1"}
     else:
-        labels = labels_for("hub", run=run_id, owner=owner)
+        labels = labels_for("hub", run=run_id, owner=owner, extra=labels_extra)
     labels[LABEL_HUB_IMAGE] = manifest.image_id
     port_bindings: dict[int, tuple[str, int]] = {}
     if publish is not None:

@@ -21,12 +21,13 @@ NETWORK_PREFIX = "shinken-web-"
 _OPTIONS = {"com.docker.network.bridge.inhibit_ipv4": "true"}
 
 
-def create_run_network(client: Any, *, run_id: str | None = None, owner: Owner | None = None) -> str:
+def create_run_network(client: Any, *, run_id: str | None = None, owner: Owner | None = None,
+                       labels_extra: dict[str, str] | None = None) -> str:
     """Create an isolated network for one run; returns its name."""
     import docker.errors
 
     name = f"{NETWORK_PREFIX}{(run_id or 'run')[:12]}-{secrets.token_hex(4)}"
-    labels = labels_for("network", run=run_id, owner=owner)
+    labels = labels_for("network", run=run_id, owner=owner, extra=labels_extra)
     try:
         client.api.create_network(name, driver="bridge", internal=True, options=_OPTIONS, labels=labels,
                                   check_duplicate=True)

@@ -51,10 +51,10 @@ class WebPlan:
             return bundle, f"needs_mock_web: {', '.join(m.missing)} not served by {where}"
         return m.bundle, None
 
-    def session(self, client: Any, *, run_id: str | None) -> Any:
+    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> Any:
         from shinken.mockweb.session import WebSession
 
-        return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root)
+        return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root, labels=labels)
 
 
 def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> WebPlan | None:

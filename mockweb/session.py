@@ -38,8 +38,10 @@ class WebSession:
     elsewhere, `--mock-urls`), only the per-fork sids."""
 
     def __init__(self, client: Any, urls: UrlMap, manifest: HubManifest | None, *, run_id: str | None = None,
-                 owner: Owner | None = None, reuse_hub: bool = True, cache_root: Path | None = None) -> None:
+                 owner: Owner | None = None, reuse_hub: bool = True, cache_root: Path | None = None,
+                 labels: dict[str, str] | None = None) -> None:
         self.client = client
+        self.labels = dict(labels or {})  # extra labels on the hub and network it creates
         self.owner = owner or Owner.current()
         self.run_id = run_id
         self.cache_root = cache_root or default_cache_root()
@@ -56,7 +58,8 @@ class WebSession:
     def _open_hub(self, reuse: bool) -> None:
         assert self.manifest is not None
         try:
-            self.network = create_run_network(self.client, run_id=self.run_id, owner=self.owner)
+            self.network = create_run_network(self.client, run_id=self.run_id, owner=self.owner,
+                                              labels_extra=self.labels)
             # Only a hub `shinken hub up` started is shared: another run's hub ends with that run.
             found = [h for h in hubs.find_hubs(self.client, self.manifest.image_id) if h.detached] if reuse else []
             if found:
@@ -64,7 +67,7 @@ class WebSession:
                 connect(self.client, self.network, self.hub.id, [a.alias for a in self.manifest.apps])
             else:
                 self.hub = hubs.start_hub(self.client, self.manifest, run_id=self.run_id, owner=self.owner,
-                                          network=self.network)
+                                          network=self.network, labels_extra=self.labels)
                 self.started_hub = True
             hubs.write_owner_lease(self.client, self.hub.id, self.owner, self.run_id)
         except BaseException:

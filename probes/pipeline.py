@@ -300,6 +300,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
 
 def _open_web(p: Plan, todo: list[Job], req: ProbeRequest, run_id: str, stack: contextlib.ExitStack) -> Any:
     """The run's WebSession (hub container + network) when a web task is to be probed."""
+    from shinken.mockweb.materialize import marker_of
     from shinken.mockweb.runs import is_web
 
     if p.web is None or not any(is_web(j.bundle) for j in todo):
@@ -310,6 +311,8 @@ def _open_web(p: Plan, todo: list[Job], req: ProbeRequest, run_id: str, stack: c
 
     session = p.web.session(connect(), run_id=run_id)
     stack.callback(session.close)  # after the executor drained its cleanups (LocalExecutor.run)
+    # The apps start while the first goldens' containers and desktops come up.
+    session.warm(sorted({name for j in todo for name in (marker_of(j.bundle) or {}).get("apps", {})}))
     return session
 
 

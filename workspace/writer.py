@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 import shinken
+from shinken.bundles.model import Bundle
 from shinken.download.source import read_source
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
