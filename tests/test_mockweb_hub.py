@@ -191,6 +191,51 @@ def test_parallel_forks_get_their_own_copy_of_the_golden_hub_state(web_run) -> N
     assert not {a.web_sid, b.web_sid, third} & left  # each fork's sid went with the fork
 
 
+# Open the fork's browser on its own sid and wait until DevTools shows the mock's page. The
+# profile the golden's setup used is locked to the build container's host name: the lock goes
+# first (a relaunch of the setup's browser has to do the same).
+OPEN_BROWSER = r"""
+rm -f ~/.config/google-chrome/Singleton*
+setsid google-chrome "$1" >/tmp/browser.log 2>&1 < /dev/null &
+for i in $(seq 1 1200); do
+  out=$(python3 -c 'import json,urllib.request; print(json.dumps(json.load(urllib.request.urlopen("http://127.0.0.1:9222/json", timeout=1))))' 2>/dev/null)
+  case "$out" in *"$2"*"Mailbox ("*|*"Mailbox ("*"$2"*) echo "$out"; exit 0;; esac
+  sleep 0.05
+done
+echo "no mock page: $out"; tail -5 /tmp/browser.log; exit 1
+"""
+
+
+def test_the_browser_shows_the_forks_own_state_and_the_tools_drive_it(web_run) -> None:
+    from shinken.computer.tools import new_context, run_tool
+
+    p, g, bundle = web_run["provider"], web_run["golden"], web_run["bundle"]
+    with p.fork(g) as f:
+        res = f.exec(["bash", "-c", OPEN_BROWSER, "-", f"http://cua-gym-mailbox/?sid={f.web_sid}", f.web_sid],
+                     timeout=120, user="user")
+        assert res.ok, res.output
+        assert "Mailbox (3 in inbox)" in res.output  # the page rendered the fork's state
+        ctx = new_context(f)
+        button = None
+        for _ in range(60):  # the accessibility tree fills in as the page loads
+            tree = run_tool(ctx, "computer_observe", {"mode": "tree"})
+            button = next((ln.split("]")[0].lstrip(" [") for ln in tree.splitlines()
+                           if "button" in ln and '"Star Quarterly report"' in ln), None)
+            if button:
+                break
+            time.sleep(0.5)
+        assert button, tree
+        out = run_tool(ctx, "computer_click", {"element": button, "x": None, "y": None})
+        assert not out.startswith("error"), out
+        for _ in range(100):  # the page saves with set_current
+            m1 = next(m for m in _go(f)["current_state"]["messages"] if m["id"] == "m1")
+            if m1["starred"]:
+                break
+            time.sleep(0.1)
+        assert m1["starred"] is True
+        assert f.run_reward(bundle).reward == 1.0
+
+
 class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)
