@@ -103,8 +103,8 @@ def bench_forks(client, hub_image: str, image: str, n: int, task: Path) -> dict:
         bundle, blocked = plan.prepare(load_bundle(task))
         assert blocked is None, blocked
         with DockerProvider(run_id=web.run_id, web=web) as p:
-            g = p.ensure_golden(bundle, image, accept_filesystem=True)
-            plain_g = p.ensure_golden(load_bundle(PLAIN), image, accept_filesystem=True)
+            g = p.ensure_golden(bundle, image)
+            plain_g = p.ensure_golden(load_bundle(PLAIN), image)
             t0 = time.perf_counter()
             with p.fork(g) as warmup:  # first fork also starts the app if the build did not
                 apps = [f"--app={t.name}={t.url}" for t in plan.urls.targets.values()]

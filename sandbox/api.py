@@ -139,6 +139,9 @@ class Golden:
     # computers too (post_fork above also holds the config's launch/open steps, which only a
     # filesystem-tier fork replays; the other tiers bring those processes back from the record).
     bundle_post_fork: list[SetupStep] = field(default_factory=list)
+    # Mock web: the sid the setup wrote (its hub state is recorded under it). Every fork gets a
+    # sid of its own, and the record's relaunched command lines name the fork's sid instead.
+    web_sid: str | None = None
 
     @property
     def needs_relaunch(self) -> bool:
@@ -160,6 +163,7 @@ class Golden:
             "reused": self.reused,
             "state_fidelity": self.state_fidelity,
             "desktop": self.desktop.to_json() if self.desktop is not None else None,
+            "web_sid": self.web_sid,
         }
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shinken.schemas import validation_error
@@ -83,6 +83,16 @@ class DesktopRecord:
     def to_json(self) -> dict[str, Any]:
         return {"roots": [r.to_json() for r in self.roots], "windows": [w.to_json() for w in self.windows],
                 "active": self.active, "settled": self.settled, "processes": list(self.processes)}
+
+    def renamed(self, old: str, new: str) -> "DesktopRecord":
+        """The record with `old` replaced by `new` in the roots' command lines and environments
+        (a mock web fork relaunches the setup's browser on its own sid, not the golden's)."""
+        if not old or old == new:
+            return self
+        roots = tuple(replace(r, argv=tuple(a.replace(old, new) for a in r.argv),
+                              env=None if r.env is None else {k: v.replace(old, new) for k, v in r.env.items()})
+                      for r in self.roots)
+        return replace(self, roots=roots)
 
     def restore_arg(self) -> str:
         """The record as the guest's `restore --record` wants it (roots + the signature to wait for)."""

@@ -21,6 +21,7 @@ from shinken.judge.relay import JudgeRelay, shared_relay
 from shinken.sandbox import goldens, judge_placement, start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError
 from shinken.sandbox.container import Container, UserIds, start_container
+from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_BUNDLE_HASH, Owner, labels_for
@@ -154,7 +155,7 @@ class DockerProvider:
             # tiers bring those processes back from the record (or had none).
             steps = golden.post_fork if tier is Tier.FILESYSTEM or golden.desktop is None else golden.bundle_post_fork
             if tier is Tier.RELAUNCH and golden.desktop is not None and golden.desktop.needs_relaunch:
-                fork.start_timings.update(start_state.restore(fork, golden.desktop).timings)
+                fork.start_timings.update(start_state.restore(fork, self._relaunch_record(golden, fork)).timings)
             elif tier is Tier.FILESYSTEM and golden.desktop is not None and any(s.starts_process for s in steps):
                 start_state.clean(fork)  # the replayed apps would meet their build-time locks
             if replay and steps:
@@ -163,6 +164,15 @@ class DockerProvider:
             fork.close()
             raise
         return fork
+
+    @staticmethod
+    def _relaunch_record(golden: Golden, fork: DockerFork) -> DesktopRecord:
+        """What a relaunch-tier fork starts again: the golden's record, with the golden's web sid
+        (a browser the setup opened on the mock) replaced by the fork's own."""
+        assert golden.desktop is not None
+        if golden.web_sid and fork.web_sid:
+            return golden.desktop.renamed(golden.web_sid, fork.web_sid)
+        return golden.desktop
 
     def provision(self, bundle: Bundle, golden: Golden, *, kind: str = "fork", replay: bool = True,
                   setup_timeout: float = 600) -> DockerFork:

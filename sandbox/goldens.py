@@ -76,6 +76,7 @@ def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any
     g.user_uid, g.user_gid = int(meta.get("uid", 1000)), int(meta.get("gid", 1000))
     if meta.get("desktop") is not None:
         g.desktop = DesktopRecord.from_json(meta["desktop"])
+    g.web_sid = (meta.get("web") or {}).get("sid") or None
     return g
 
 

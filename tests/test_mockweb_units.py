@@ -247,3 +247,23 @@ def test_record_and_restore_round_trip(mock_url: str, tmp_path: Path) -> None:
     with pytest.raises(StateApiError) as exc:
         StateClient("http://127.0.0.1:9", timeout=2).go("x")
     assert exc.value.kind == "unreachable"
+
+
+def test_a_relaunch_record_names_the_forks_sid() -> None:
+    """The golden's record of the setup's browser is relaunched on the fork's own sid (argv and
+    environment); the signature the fork is checked against does not change."""
+    from shinken.sandbox.desktop import DesktopRecord
+
+    rec = DesktopRecord.from_json({
+        "roots": [{"argv": ["/usr/lib/chromium/chromium", "--remote-debugging-port=9222",
+                            "http://cua-gym-mailbox/?sid=abc-1"], "cwd": "/home/user", "uid": 1000,
+                   "env": {"TASK_URL": "http://cua-gym-mailbox/?sid=abc-1", "HOME": "/home/user"}},
+                  {"argv": ["xterm"], "cwd": None, "uid": 1000, "env": None}],
+        "windows": [{"app": "Chromium", "role": "frame", "title": "Mailbox (3 in inbox) - Chromium"}],
+        "active": "Mailbox (3 in inbox) - Chromium"})
+    new = rec.renamed("abc-1", "shk-x-2")
+    assert new.roots[0].argv[-1] == "http://cua-gym-mailbox/?sid=shk-x-2"
+    assert new.roots[0].env == {"TASK_URL": "http://cua-gym-mailbox/?sid=shk-x-2", "HOME": "/home/user"}
+    assert new.roots[1] == rec.roots[1] and new.signature() == rec.signature()
+    assert "abc-1" not in new.restore_arg() and "abc-1" in rec.restore_arg()
+    assert rec.renamed("", "x") is rec and rec.renamed("abc-1", "abc-1") is rec
