@@ -135,6 +135,12 @@ class WebSession:
             self.release(str(summary["sid"]), keep_uploads=True)
         return summary
 
+    def setup_sid(self, box: Any) -> str | None:
+        """The sid a setup run in `box` wrote (a re-provisioned computer's own), or None."""
+        res = box.exec(["cat", SID_FILE], timeout=30, user="root")
+        sid = res.output.strip() if res.ok else ""
+        return sid if sid and len(sid) < 200 and "\n" not in sid else None
+
     def new_sid(self) -> str:
         return hubs.new_sid(self.owner, self.run_id)
 

@@ -191,6 +191,8 @@ class DockerProvider:
             self._forks.add(fork)
         try:
             _, _, rec = goldens.set_up(fork, bundle, deadline=t0 + setup_timeout)
+            if self.web is not None and golden.network:
+                fork.web_sid = self.web.setup_sid(fork)  # the setup made its own: released on close
             if golden.desktop is not None:
                 start_state.compare(fork, "reprovision", golden.desktop, rec)
             fork.start_timings = {"setup_s": round(time.monotonic() - t0, 3)}

@@ -231,6 +231,18 @@ def test_the_browser_shows_the_forks_own_state_and_the_tools_drive_it(web_run) -
         assert f.run_reward(bundle).reward == 1.0
 
 
+def test_a_reprovisioned_web_computer_has_its_setups_sid_until_it_closes(web_run) -> None:
+    """The re-provision tier runs the setup again: its own sid (not a fork's) holds the state,
+    the desktop is checked against the golden's, and the sid goes when the computer does."""
+    p, g, bundle, web = web_run["provider"], web_run["golden"], web_run["bundle"], web_run["web"]
+    with p.provision(bundle, g) as f:
+        sid = f.web_sid
+        assert sid and sid != g.web_sid and _py(f, "print(open('/tmp/task_web_sid').read())") == sid
+        assert sid in {s.sid for s in hubs.list_sids(web_run["client"], web.hub.id)}
+        assert [m["starred"] for m in _go(f)["current_state"]["messages"]] == [False, False, True]
+    assert sid not in {s.sid for s in hubs.list_sids(web_run["client"], web.hub.id)}
+
+
 class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)
