@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 
-from shinken.bundles.loader import load_bundle
+from shinken.bundles.loader import read_bundle
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.triage import pyscan, shell
 from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
-from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, app_type_needs
+from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, AppTypeReading, app_type_needs
 
 ANALYSIS_VERSION = 4  # bump when analysis output changes: invalidates every cache entry
 
@@ -102,6 +102,45 @@ def _classify(needs: list[list[Any]]) -> str:
     return "file_cli"
 
 
+def _may_name_mocks(task_bytes: bytes | None) -> bool:
+    """Whether the parsed task file can hold a placeholder or hosted mock host: the task
+    file's own bytes show it unless a `\\u` escape spells one (placeholder and host
+    characters are never JSON syntax). Saves re-serializing every task file to look."""
+    return task_bytes is None or b"__CUA_GYM_" in task_bytes or b"xlang.ai" in task_bytes or b"\\u" in task_bytes
+
+
+# Pure functions of a step's command and an app_type string, which repeat across a
+# release's bundles (the same postconfig save, the same `python3 initial_setup.py`):
+# computed once per worker. Bounded, so a corpus of unique commands costs no memory.
+_MEMO_MAX = 4096
+_command_memo: dict[tuple[str | tuple[Any, ...], str], list[list[Any]]] = {}
+_app_type_memo: dict[str, AppTypeReading] = {}
+
+
+def _command_needs(cmd: str | list[Any], where: str) -> list[list[Any]]:
+    key = (cmd if isinstance(cmd, str) else tuple(cmd), where)
+    try:
+        hit = _command_memo[key]
+    except (KeyError, TypeError):  # TypeError: an unhashable word (the shell reader skips it)
+        hit = shell.command_needs(cmd, where)
+        try:
+            if len(_command_memo) >= _MEMO_MAX:
+                _command_memo.clear()
+            _command_memo[key] = hit
+        except TypeError:
+            pass
+    return [[kind, list(alts), w] for kind, alts, w in hit]  # callers own their needs
+
+
+def _app_type_reading(app_type: str) -> AppTypeReading:
+    hit = _app_type_memo.get(app_type)
+    if hit is None:
+        if len(_app_type_memo) >= _MEMO_MAX:
+            _app_type_memo.clear()
+        hit = _app_type_memo[app_type] = app_type_needs(app_type)
+    return hit
+
+
 def _step_needs(steps: list[SetupStep], where: str) -> list[list[Any]]:
     needs: list[list[Any]] = []
     for st in steps:
@@ -110,7 +149,7 @@ def _step_needs(steps: list[SetupStep], where: str) -> list[list[Any]]:
         if st.type in ("execute", "launch"):
             cmd = st.command()
             if cmd is not None:
-                needs.extend(shell.command_needs(cmd, w))
+                needs.extend(_command_needs(cmd, w))
         elif st.type == "open":
             path = p.get("path")
             if isinstance(path, str):
@@ -128,7 +167,7 @@ def _step_needs(steps: list[SetupStep], where: str) -> list[list[Any]]:
 
 def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     """Everything triage needs from one bundle folder. Never raises for a bad bundle."""
-    bundle = load_bundle(folder)
+    bundle, contents = read_bundle(folder)
     reasons: list[list[str]] = []
     seen: set[tuple[str, str]] = set()
     listed = not any(d.code == "unreadable" and d.path == str(bundle.path) for d in bundle.defects)
@@ -147,12 +186,13 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     raw = bundle.raw
     generic_mock = False
     if raw:
-        task_bytes = orjson.dumps(raw)
-        needs.extend(mock_needs(task_bytes, bundle.task_file.name if bundle.task_file else "task"))
+        task_name = bundle.task_file.name if bundle.task_file else "task"
+        if _may_name_mocks(contents.get(task_name)):
+            needs.extend(mock_needs(orjson.dumps(raw), task_name))
         needs.extend(_step_needs(bundle.setup, "config"))
         needs.extend(_step_needs(bundle.postconfig, "evaluator.postconfig"))
         needs.extend(_step_needs(bundle.post_fork, "shinken_post_fork"))
-        reading = app_type_needs(bundle.app_type)
+        reading = _app_type_reading(bundle.app_type)
         generic_mock = reading.generic_mock
         needs.extend(["app", list(a), "app_type"] for a in reading.apps)
         needs.extend(["mock", [m], "app_type"] for m in reading.mocks)
@@ -163,21 +203,24 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         if reading.unknown:
             reasons.append(["unknown_app_type", f"app_type {', '.join(reading.unknown)!r} has no desktop_apps mapping"])
     sources = []
-    if bundle.reward_path is not None:
-        sources.append((bundle.reward_path.name, True))
+    if bundle.reward_name in bundle.files:  # Bundle.reward_path is not None
+        sources.append((bundle.reward_name, True))
     for name in sorted(bundle.files):
         if name.startswith("initial_setup") and name.endswith((".py", ".sh")):
             sources.append((name, False))
     if sources and sources[0][1]:
         needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])
     for name, is_reward in sources:
-        data = _read_capped(os.path.join(folder, name), bundle.files[name], pyscan.PARSE_CAP)
+        data = contents.get(name)  # read once, by the loader (files up to 60 KiB)
+        if data is None:
+            data = _read_capped(os.path.join(folder, name), bundle.files[name], pyscan.PARSE_CAP)
         if data is None or (is_reward and any(r[0] == "empty_reward" for r in reasons)):
             continue  # unreadable / empty_reward already reported by the loader
         if not is_reward:
-            hint = next((w for w in _GUI_WORDS if w in data), None)
-            if hint is not None:
-                needs.append(["hint", [hint.decode()], name])
+            for w in _GUI_WORDS:
+                if w in data:
+                    needs.append(["hint", [w.decode()], name])
+                    break
         needs.extend(mock_needs(data, name))
         if name.endswith(".sh"):
             if len(data) > pyscan.PARSE_CAP or b"\0" in data:

@@ -36,7 +36,18 @@ _CANDIDATE_WORDS = ("subprocess", "Popen", "os.system", "os.popen", "os.exec", "
                     "requests.", "urlopen", "urllib", "httpx", "aiohttp", "webbrowser", ".goto(", "Request(",
                     "urlretrieve", "create_connection", "ws_connect", "session.", "Session(", "client.",
                     "check_output", "check_call")
-GATE = re.compile("|".join(re.escape(w) for w in _CANDIDATE_WORDS).encode())
+_WORDS = tuple(w.encode() for w in _CANDIDATE_WORDS)
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_SPACE_BYTES = frozenset(b" \t\n\r\f\v")
+
+
+def gate(src: bytes) -> bool:
+    """Some candidate word occurs in `src`: one C substring search per word, several
+    times cheaper than one regex alternation (which tries every word at every byte)."""
+    for w in _WORDS:
+        if w in src:
+            return True
+    return False
 _URL_START = re.compile(r"(?:https?|wss?)://")
 _MAX_DEPTH = 6
 
@@ -187,6 +198,42 @@ class _Helper:
     inner: _Hit  # the sink call in its body, in terms of `param`
 
 
+_BODY, _EXPR, _SKIP = 0, 1, 2
+_BODY_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
+# Fields that never hold a node (names, flags, kinds): not walked for calls.
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "arg", "kind", "conversion", "type_comment", "name", "level",
+                            "module", "asname", "simple", "is_async"})
+_STMT_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+_NESTED: dict[type, tuple[str, ...]] = {}
+
+
+def _stmt_fields(cls: type) -> tuple[tuple[str, int], ...]:
+    """(field, kind) of a statement class in `_fields` order; `returns` is not walked."""
+    hit = _STMT_FIELDS.get(cls)
+    if hit is None:
+        hit = _STMT_FIELDS[cls] = tuple(
+            (f, _BODY if f in _BODY_FIELDS else _SKIP if f == "returns" else _EXPR)
+            for f in cls._fields if f not in _SCALAR_FIELDS)
+    return hit
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    hit = _CHILD_FIELDS.get(cls)
+    if hit is None:
+        hit = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _SCALAR_FIELDS)
+    return hit
+
+
+def _nested(cls: type) -> tuple[str, ...]:
+    """The fields of a statement (or except handler) holding statements, in the order the
+    assignments are collected: body, orelse, finalbody, handlers, then match cases."""
+    hit = _NESTED.get(cls)
+    if hit is None:
+        hit = _NESTED[cls] = tuple(a for a in ("body", "orelse", "finalbody", "handlers", "cases") if a in cls._fields)
+    return hit
+
+
 class _Scan:
     def __init__(self, tree: ast.Module, src: bytes) -> None:
         self.tree, self.src = tree, src
@@ -195,6 +242,8 @@ class _Scan:
         self.helpers: dict[str, _Helper] = {}  # functions handing a parameter to a launch/fetch
         self.flow = Flow()
         self._defs: list[ast.stmt] = []
+        self._walked: dict[int, list[ast.Call]] = {}  # id(node) -> its Call nodes (the tree outlives the scan)
+        self._word_starts: list[int] | None = None
         self._collect(tree.body)
 
     def _collect(self, stmts: list[ast.stmt]) -> None:
@@ -213,58 +262,106 @@ class _Scan:
                 self.bare_launch.update(a.asname or a.name for a in s.names if a.name in _BARE_LAUNCH)
             elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self._defs.append(s)
-            for attr in ("body", "orelse", "finalbody", "handlers"):
+            for attr in _nested(s.__class__):
                 sub = getattr(s, attr, None)
                 if sub:
-                    self._collect(sub)
-            for case in getattr(s, "cases", ()) or ():
-                self._collect(case.body)
+                    if attr == "cases":
+                        for case in sub:
+                            self._collect(case.body)
+                    else:
+                        self._collect(sub)
 
     def _calls(self, lines: list[int], functions_only: bool = False) -> list[tuple[ast.Call, Fn | None]]:
         """Call nodes in statements that touch one of `lines`, with their function (only
         inside function bodies with `functions_only`: where helpers are found)."""
         out: list[tuple[ast.Call, Fn | None]] = []
-
-        def touches(s: ast.stmt) -> bool:
-            i = bisect.bisect_left(lines, s.lineno)
-            return i < len(lines) and lines[i] <= (s.end_lineno or s.lineno)
+        n_lines = len(lines)
+        bisect_left = bisect.bisect_left
 
         def visit(stmts: list[ast.stmt], fn: Fn | None) -> None:
             for s in stmts:
-                if not touches(s):
-                    continue
-                inner = fn if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else s
+                i = bisect_left(lines, s.lineno)
+                if i >= n_lines or lines[i] > (s.end_lineno or s.lineno):
+                    continue  # touches none of the lines
+                inner = s if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
                 if functions_only and inner is None and not isinstance(s, ast.ClassDef):
                     continue
-                for name, value in ast.iter_fields(s):
-                    if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
-                        visit(value, inner)
-                    elif isinstance(value, list) and value and isinstance(value[0], ast.excepthandler):
-                        for h in value:
-                            visit(h.body, inner)
-                    elif isinstance(value, list) and value and isinstance(value[0], ast.match_case):
-                        for c in value:
-                            visit(c.body, inner)
-                    elif isinstance(value, ast.AST) and name not in ("decorator_list", "returns"):
-                        out.extend((n, fn) for n in ast.walk(value) if isinstance(n, ast.Call))
-                    elif isinstance(value, list):
+                for name, kind in _stmt_fields(s.__class__):
+                    value = getattr(s, name, None)
+                    if kind == _BODY:
+                        if not value:
+                            continue
+                        if name == "handlers":
+                            for h in value:
+                                visit(h.body, inner)
+                        elif name == "cases":
+                            for c in value:
+                                visit(c.body, inner)
+                        else:
+                            visit(value, inner)
+                    elif isinstance(value, ast.AST):
+                        if kind != _SKIP:
+                            out.extend((n, fn) for n in self._call_nodes(value))
+                    elif isinstance(value, list):  # a list of decorators is walked too (only `returns` is not)
                         for v in value:
                             if isinstance(v, ast.AST):
-                                out.extend((n, fn) for n in ast.walk(v) if isinstance(n, ast.Call))
+                                out.extend((n, fn) for n in self._call_nodes(v))
         visit(self.tree.body, None)
         return out
 
+    def _call_nodes(self, node: ast.AST) -> list[ast.Call]:
+        """The Call nodes under `node` in `ast.walk` order (breadth first), walked once per
+        node: the helper passes and the final pass ask for the same statements again."""
+        key = id(node)
+        hit = self._walked.get(key)
+        if hit is not None:
+            return hit
+        out: list[ast.Call] = []
+        todo = [node]
+        for n in todo:  # appending while iterating: a breadth-first queue
+            if isinstance(n, ast.Call):
+                out.append(n)
+            for f in _child_fields(n.__class__):
+                v = getattr(n, f, None)
+                if v.__class__ is list:
+                    todo.extend([x for x in v if isinstance(x, ast.AST)])
+                elif isinstance(v, ast.AST):
+                    todo.append(v)
+        self._walked[key] = out
+        return out
+
     def _lines(self, extra: tuple[str, ...] = ()) -> list[int]:
-        rx = GATE if not extra else re.compile(GATE.pattern + b"|" + b"|".join(
-            rb"\b" + re.escape(n.encode()) + rb"\s*\(" for n in extra))
+        """Lines holding a candidate word, or a helper's name called (`name(`, `name (`,
+        a word of its own), except `import`/`from` lines at column 0. Found with substring
+        searches (a regex alternation of ~25 words cost ~0.1 ms per file)."""
+        src = self.src
+        if self._word_starts is None:
+            self._word_starts = []
+            for w in _WORDS:
+                i = src.find(w)
+                while i >= 0:
+                    self._word_starts.append(i)
+                    i = src.find(w, i + len(w))
+        starts = list(self._word_starts)
+        for name in extra:
+            w = name.encode()
+            i = src.find(w)
+            while i >= 0:
+                j = i + len(w)
+                if (i == 0 or src[i - 1] not in _WORD_BYTES) and (j >= len(src) or src[j] not in _WORD_BYTES):
+                    while j < len(src) and src[j] in _SPACE_BYTES:
+                        j += 1
+                    if j < len(src) and src[j] == 40:  # "("
+                        starts.append(i)
+                i = src.find(w, i + 1)
         out: list[int] = []
-        src, pos, line = self.src, 0, 1
-        for m in rx.finditer(src):  # matches come in order: count newlines incrementally
-            line += src.count(b"\n", pos, m.start())
-            pos = m.start()
+        pos, line = 0, 1
+        for p in sorted(starts):  # count newlines incrementally
+            line += src.count(b"\n", pos, p)
+            pos = p
             if out and out[-1] == line:
                 continue
-            start = src.rfind(b"\n", 0, pos) + 1
+            start = src.rfind(b"\n", 0, p) + 1
             if src.startswith((b"import ", b"from "), start):
                 continue  # `import subprocess` calls nothing
             out.append(line)
@@ -347,6 +444,6 @@ class _Scan:
 
 def scan(tree: ast.Module, src: bytes) -> Flow:
     """Launches and fetches of one parsed file (empty when no candidate word occurs)."""
-    if not GATE.search(src):
+    if not gate(src):
         return Flow()
     return _Scan(tree, src).run()

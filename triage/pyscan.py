@@ -12,7 +12,7 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 
-from shinken.sandbox.reward import SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
+from shinken.sandbox.reward import CANONICAL_WORD, SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
 from shinken.triage import pyflow
 
 HOST_PY = sys.version_info[:2]
@@ -26,8 +26,16 @@ _SUBPROC = re.compile(
 )
 _NET_WORDS = (b"requests", b"urllib", b"httpx", b"aiohttp", b"http.client", b"urlopen", b"wget", b"curl", b"socket",
               b"webbrowser", b"selenium", b"playwright")
-_NESTED_IMPORT = re.compile(rb"^[ \t]+(?:import|from)[ \t]+[\w.]", re.M)
-_GUARDED_IMPORT = re.compile(rb"except[ \t(]*(?:ImportError|ModuleNotFoundError)|^[ \t]*try:[ \t]*\n[ \t]*(?:import|from)[ \t]", re.M)
+# An indented import, and imports guarded by try/except ImportError. A line-start pattern is
+# written as "at 0, or after a newline": a pattern that begins with a literal is found by a
+# fast scan for that byte, while `^` under re.M is tried at every byte (~10x slower).
+_INDENTED_IMPORT = rb"[ \t]+(?:import|from)[ \t]+[\w.]"
+_NESTED_IMPORT_AT0 = re.compile(_INDENTED_IMPORT)
+_NESTED_IMPORT = re.compile(b"\n" + _INDENTED_IMPORT)
+_EXCEPT_IMPORT = re.compile(rb"except[ \t(]*(?:ImportError|ModuleNotFoundError)")
+_TRY_IMPORT = rb"[ \t]*try:[ \t]*\n[ \t]*(?:import|from)[ \t]"
+_TRY_IMPORT_AT0 = re.compile(_TRY_IMPORT)
+_TRY_IMPORT_LINE = re.compile(b"\n" + _TRY_IMPORT)
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 _EXITS = frozenset({"exit", "quit", "_exit"})
 
@@ -200,6 +208,19 @@ class _Walker:
                     self.walk(c.body)
 
 
+def _nested_import(src: bytes) -> bool:
+    """An `import`/`from` line that is indented (inside a function, block or try)."""
+    return bool(_NESTED_IMPORT_AT0.match(src) or _NESTED_IMPORT.search(src))
+
+
+def _guarded_import(src: bytes) -> bool:
+    """`except ImportError` / `except ModuleNotFoundError`, or a `try:` line whose next
+    line imports."""
+    if (b"ImportError" in src or b"ModuleNotFoundError" in src) and _EXCEPT_IMPORT.search(src):
+        return True
+    return b"try:" in src and bool(_TRY_IMPORT_AT0.match(src) or _TRY_IMPORT_LINE.search(src))
+
+
 def _is_env_test(e: ast.expr) -> bool:
     """A condition on the interpreter/platform rather than on task state."""
     for node in ast.walk(e):
@@ -248,9 +269,15 @@ def _lineno(src: bytes, pos: int) -> int:
     return src.count(b"\n", 0, pos) + 1
 
 
-def _marker_lines(rx: re.Pattern[bytes], src: bytes) -> list[int]:
+def _marker_lines(rx: re.Pattern[bytes], src: bytes, word: bytes | None = None) -> list[int]:
+    """Lines of `rx`'s matches outside comments. `word`: a literal every match holds on its
+    first line, so the scan starts at the first line holding it (a reward prints its marker
+    near the end; matching from every quote before it cost ~0.1 ms per reward)."""
     out = []
-    for m in rx.finditer(src):
+    at = src.find(word) if word is not None else 0
+    if at < 0:
+        return out
+    for m in rx.finditer(src, src.rfind(b"\n", 0, at) + 1):
         start = src.rfind(b"\n", 0, m.start()) + 1
         if src[start : m.start()].lstrip().startswith(b"#"):
             continue
@@ -301,7 +328,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     if b"\0" in src:
         facts.syntax, facts.syntax_detail = "binary", "contains NUL bytes"
         return facts
-    if reward or _GUARDED_IMPORT.search(src) or pyflow.GATE.search(src):
+    if reward or pyflow.gate(src) or _guarded_import(src):
         # Setup scripts are parsed when imports are guarded or something is launched or
         # fetched (pyflow tells launches and fetches from data only on the tree).
         tree, problem, detail = parse(src, py)
@@ -313,7 +340,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     facts.syntax, facts.syntax_detail = problem, detail
     if tree is not None:
         w = _Walker()
-        if _NESTED_IMPORT.search(src) or _GUARDED_IMPORT.search(src):
+        if _nested_import(src) or _guarded_import(src):
             w.walk(tree.body)  # imports inside functions/blocks/try: walk the statements
         else:  # every import is at column 0: the module body lists them all
             w.walk([x for x in tree.body if isinstance(x, (ast.Import, ast.ImportFrom))])
@@ -343,7 +370,7 @@ def analyze(src: bytes, py: tuple[int, int], *, reward: bool) -> PyFacts:
     # Without a tree (a file that does not parse) a network-looking file's URLs all count.
     facts.network_text = tree is None and b"://" in src and any(k in src for k in _NET_WORDS)
     if reward:
-        upper = _marker_lines(SOURCE_MARKER, src) if b"REWARD" in src else []
+        upper = _marker_lines(SOURCE_MARKER, src, CANONICAL_WORD.encode())
         if upper:
             if tree is not None and not _reachable(tree, src, upper):
                 facts.marker, facts.marker_detail = "unreachable", f"REWARD: printed only at line(s) {upper[:5]}, never reached"
