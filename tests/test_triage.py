@@ -334,8 +334,8 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     cdir = tmp_path / "cache"
     first = triage_root(root, caps, cache_directory=cdir)
     assert (first.stats.cache_hits, first.stats.analysed) == (0, 3)
-    cache_file, = cdir.iterdir()
-    assert cache_file.name == "py3.10.json"  # the fixture image's Python
+    # The fixture image's Python: its analyses, and the last run's evaluated tasks.
+    assert sorted(p.name for p in cdir.iterdir()) == ["py3.10.json", "py3.10.results.json"]
     again = triage_root(root, caps, cache_directory=cdir)
     assert (again.stats.cache_hits, again.stats.analysed) == (3, 0)
     assert again.tasks == first.tasks
@@ -353,17 +353,31 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     assert {x["id"]: x for x in added.tasks}["ok-file-cli"]["bundle_hash"] != \
         {x["id"]: x for x in first.tasks}["ok-file-cli"]["bundle_hash"]
     # Another image with the same Python (a rebuild): the analysis is reused, the match is
-    # redone against the new image's capabilities.
+    # redone against the new image's capabilities (the remembered tasks were for the old one).
     m = load_manifest_file(MANIFEST)
     rebuilt = Capabilities.from_manifest({**m, "image": {"ref": "x", "id": "sha256:" + "b" * 64},
                                           "python_modules": [x for x in m["python_modules"] if x != "openpyxl"]})
     again = triage_root(root, rebuilt, cache_directory=cdir)
-    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0) and len(list(cdir.iterdir())) == 1
+    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0) and len(list(cdir.iterdir())) == 2
     assert codes({x["id"]: x for x in again.tasks}["ok-file-cli"]) == {"missing_python_module"}
-    # Another Python version: another file, nothing reused (syntax is checked with its grammar).
+    assert codes({x["id"]: x for x in triage_root(root, caps, cache_directory=cdir).tasks}["ok-file-cli"]) == set()
+    # A judge or a mock map changes the match too: never a remembered task of another setting.
+    (root / "judged").mkdir()
+    (root / "judged" / "task.json").write_bytes(task("judged"))
+    (root / "judged" / "reward.py").write_text("from reward_judge import call_llm_judge\nprint('REWARD: 1')\n")
+    judged = lambda **kw: {x["id"]: x for x in triage_root(root, caps, cache_directory=cdir, **kw).tasks}["judged"]
+    assert codes(judged()) == {"needs_judge"} and codes(judged()) == {"needs_judge"}
+    assert codes(judged(judge=True)) == set() and codes(judged()) == {"needs_judge"}
+    # A folder removed: forgotten by both files, so it never comes back from them.
+    shutil.rmtree(root / "judged")
+    gone = triage_root(root, caps, cache_directory=cdir)
+    assert (gone.stats.folders, gone.stats.cache_hits, gone.stats.analysed) == (3, 3, 0)
+    for p in cdir.iterdir():
+        assert b"judged" not in p.read_bytes(), p.name
+    # Another Python version: other files, nothing reused (syntax is checked with its grammar).
     other = Capabilities.from_manifest({**m, "python": {**m["python"], "version": "3.9.2"}})
     assert triage_root(root, other, cache_directory=cdir).stats.cache_hits == 0
-    assert len(list(cdir.iterdir())) == 2
+    assert len(list(cdir.iterdir())) == 4
 
 
 def test_unreadable_folder_without_root_privileges(tmp_path: Path) -> None:
@@ -468,6 +482,49 @@ def test_shell_forms() -> None:
                 script_needs) == ["rsync", "gzip", "tar"]
     assert [n[:2] for n in command_needs("soffice --impress /home/user/a.pptx", "t")] == [["app", ["libreoffice_impress"]]]
     assert ["module", ["http"], "t: -m http.server"] in command_needs("python3 -m http.server 8000", "t")
+
+
+def test_terminal_and_file_manager_launches_are_the_manifest_apps(tmp_path: Path, caps: Capabilities) -> None:
+    """gnome-terminal is the manifest's desktop app `gnome_terminal`; nautilus, thunar and
+    pcmanfm are `file_manager` (the task image's capability manifest names them so), whether
+    a step, a shell setup or Python (a helper taking a command string) launches them."""
+    launch_gui = ("import shlex, subprocess\n\ndef launch_gui(command):\n"
+                  "    subprocess.Popen(shlex.split(command), start_new_session=True)\n\n")
+    bundles: dict[str, tuple[dict[str, Any], str]] = {
+        "term-step": ({"task.json": task("term-step", config=[{"type": "launch", "parameters": {
+            "command": ["gnome-terminal", "--", "bash", "-c", "cat /home/user/notes.txt; exec bash"]}}])},
+            "gnome_terminal"),
+        "term-py": ({"task.json": task("term-py", config=PY_SETUP),
+                     "initial_setup.py": launch_gui + "launch_gui('gnome-terminal --working-directory=/home/user')\n"},
+                    "gnome_terminal"),
+        "nautilus-py": ({"task.json": task("nautilus-py", config=PY_SETUP), "initial_setup.py":
+                         "import subprocess\nsubprocess.Popen(['nautilus', '/home/user/Documents'])\n"},
+                        "file_manager"),
+        "thunar-sh": ({"task.json": task("thunar-sh", config=SH_SETUP),
+                       "initial_setup.sh": "#!/bin/bash\nmkdir -p /home/user/Pictures\nthunar /home/user/Pictures &\n"},
+                      "file_manager"),
+        "pcmanfm-py": ({"task.json": task("pcmanfm-py", config=PY_SETUP), "initial_setup.py":
+                        launch_gui + "DIR = '/home/user/Downloads'\nlaunch_gui(f'pcmanfm \"{DIR}\"')\n"},
+                       "file_manager"),
+    }
+    root = tmp_path / "tasks"
+    for name, (files, _app) in bundles.items():
+        (root / name).mkdir(parents=True)
+        for fname, data in {"reward.py": OK_REWARD, **files}.items():
+            (root / name / fname).write_bytes(data if isinstance(data, bytes) else data.encode())
+    lacking = run(root, caps)  # the fixture image has neither app
+    m = load_manifest_file(MANIFEST)
+    having = run(root, Capabilities.from_manifest(
+        {**m, "desktop_apps": [*m["desktop_apps"], "gnome_terminal", "file_manager"]}))
+    for name, (_files, app) in bundles.items():
+        t = lacking[name]
+        assert t["class"] == "desktop_app" and t["verdict"] == "blocked", (name, t)
+        assert [r["subject"] for r in t["reasons"]] == [app], (name, t["reasons"])
+        assert codes(t) == {"missing_app"}
+        assert having[name]["verdict"] == "runnable" and having[name]["class"] == "desktop_app", (name, having[name])
+    for program, app in (("gnome-terminal", "gnome_terminal"), ("nautilus", "file_manager"),
+                         ("thunar", "file_manager"), ("pcmanfm", "file_manager")):
+        assert [n[:2] for n in command_needs(f"{program} /home/user", "t")] == [["app", [app]]], program
 
 
 def test_python_launches_and_fetches_from_the_ast() -> None:

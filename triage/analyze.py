@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,6 @@ from shinken.bundles.model import Bundle, SetupStep
 from shinken.triage import pyscan, shell
 from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
 from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, AppTypeReading, app_type_needs
-
-ANALYSIS_VERSION = 4  # bump when analysis output changes: invalidates every cache entry
 
 # GUI program names anywhere in a setup script (heredocs included) mark a desktop task;
 # a hint for the class only, never a requirement (it may be a comment).
@@ -301,26 +298,6 @@ def symlink_folder_result(path: str) -> dict[str, Any]:
         "class": "file_cli", "reasons": [["unsafe_link", f"task folder is a symlink to {target} (not followed)"]],
         "needs": [],
     }
-
-
-def stat_key(folder: str, names: list[str] | None = None) -> tuple[str, list[str]] | None:
-    """A cheap fingerprint of a folder (its own mtime/ctime/inode, then type, size, mtime,
-    ctime and inode of each entry) and the entry names. Unchanged key -> unchanged bytes, so
-    the bundle need not be re-hashed. With `names` from a previous run no listing is needed:
-    adding, removing or renaming an entry changes the folder's mtime. Int tuples hash the
-    same in every process (only str hashing is salted); names go through crc32."""
-    try:
-        st = os.stat(folder, follow_symlinks=False)
-        if names is None:
-            names = sorted(os.listdir(folder))
-        ints = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        for n in names:
-            s = os.lstat(os.path.join(folder, n))
-            ints += (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
-    except OSError:
-        return None
-    crc = zlib.crc32("\0".join(names).encode("utf-8", "surrogateescape"))
-    return f"{len(names)}:{crc:x}:{hash(tuple(ints)) & (2**64 - 1):x}", names
 
 
 def _name(e: os.DirEntry[str]) -> str:

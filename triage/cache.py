@@ -7,7 +7,12 @@ Python version only (syntax is checked with its grammar); everything else about 
 is matched afresh on every run. So triaging against a rebuilt image (same Python) is a
 re-run, not a cold analysis. `stat` maps a folder path to (stat fingerprint, analysis key)
 so an unchanged folder is not even re-hashed. A different ANALYSIS_VERSION or code
-fingerprint empties it."""
+fingerprint empties it.
+
+Beside it, `py<X.Y>.results.json` keeps the last run's evaluated tasks (the report's
+entries) by folder, for one evaluation setting (manifest, mock map, judge: the
+Evaluator's fingerprint): an unchanged folder triaged the same way again is taken from
+there, without loading the analyses or matching them again. Another setting replaces it."""
 
 from __future__ import annotations
 
@@ -15,13 +20,15 @@ import functools
 import hashlib
 import os
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from shinken.runtime import cache_root
-from shinken.triage.analyze import ANALYSIS_VERSION, stat_key
+
+ANALYSIS_VERSION = 4  # bump when analysis output (triage/analyze.py) changes: invalidates every cache entry
 
 
 @functools.cache
@@ -40,6 +47,27 @@ def code_fingerprint() -> str:
         except OSError:
             h.update(f.name.encode() + b"\0?")
     return h.hexdigest()[:16]
+
+
+def stat_key(folder: str, names: list[str] | None = None) -> tuple[str, list[str]] | None:
+    """A cheap fingerprint of a folder (its own mtime/ctime/inode, then type, size, mtime,
+    ctime and inode of each entry) and the entry names. Unchanged key -> unchanged bytes, so
+    the bundle need not be re-hashed. With `names` from a previous run no listing is needed:
+    adding, removing or renaming an entry changes the folder's mtime. Int tuples hash the
+    same in every process (only str hashing is salted); names go through crc32."""
+    try:
+        st = os.stat(folder, follow_symlinks=False)
+        if names is None:
+            names = sorted(os.listdir(folder))
+        ints = [st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        prefix = folder + os.sep  # not os.path.join: this runs for every entry of every folder
+        for n in names:
+            s = os.lstat(prefix + n)
+            ints += (s.st_mode, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino)
+    except OSError:
+        return None
+    crc = zlib.crc32("\0".join(names).encode("utf-8", "surrogateescape"))
+    return f"{len(names)}:{crc:x}:{hash(tuple(ints)) & (2**64 - 1):x}", names
 
 
 def cache_dir() -> Path:
@@ -72,10 +100,7 @@ class TriageCache:
     def lookup(self, folder: str) -> dict[str, Any] | None:
         """The cached analysis of `folder` if its stat fingerprint is unchanged."""
         hit = self.stat.get(folder)
-        if not isinstance(hit, list) or len(hit) != 3:
-            return None
-        now = stat_key(folder, hit[2])
-        if now is None or now[0] != hit[0]:
+        if not isinstance(hit, list) or len(hit) != 3 or not _unchanged(folder, hit[0], hit[2]):
             return None
         return self.entries.get(hit[1])
 
@@ -102,6 +127,63 @@ class TriageCache:
         live = {v[1] for v in stat.values()}
         doc = {**self.header, "entries": {k: v for k, v in self.entries.items() if k in live}, "stat": stat}
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(doc))
-        tmp.replace(self.path)
+        _write(self.path, doc)
+
+
+def _unchanged(folder: str, key: Any, names: Any) -> bool:
+    if not isinstance(names, list):
+        return False
+    now = stat_key(folder, names)
+    return now is not None and now[0] == key
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(orjson.dumps(doc))
+    tmp.replace(path)
+
+
+class ResultsMemo:
+    """The last run's evaluated tasks by folder (see the module doc), for one evaluation
+    fingerprint. `tasks` maps a folder to [stat key, entry names, task]."""
+
+    def __init__(self, python: str, evaluation: str, directory: Path | None = None) -> None:
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", python or "unknown")
+        self.path = (directory or cache_dir()) / f"py{safe}.results.json"
+        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "python": python,
+                       "evaluation": evaluation}
+        self.tasks: dict[str, list[Any]] = {}
+
+    def load(self) -> None:
+        try:
+            doc = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return
+        if isinstance(doc, dict) and all(doc.get(k) == v for k, v in self.header.items()) \
+                and isinstance(doc.get("tasks"), dict):
+            self.tasks = doc["tasks"]
+
+    def lookup(self, folder: str) -> dict[str, Any] | None:
+        """The task as last evaluated if `folder`'s stat fingerprint is unchanged."""
+        hit = self.tasks.get(folder)
+        if not isinstance(hit, list) or len(hit) != 3 or not _unchanged(folder, hit[0], hit[1]):
+            return None
+        task = hit[2]
+        return task if isinstance(task, dict) and task.get("path") == folder else None
+
+    def stale(self, root: str, folders: set[str]) -> bool:
+        """Folders under `root` remembered but not seen in this run."""
+        prefix = root.rstrip(os.sep) + os.sep
+        return any(f.startswith(prefix) and f not in folders for f in self.tasks)
+
+    def save(self, root: str, tasks: dict[str, dict[str, Any]], stat: dict[str, list[Any]]) -> None:
+        """Remember this run's `tasks` (folder -> task) under `root` whose analysis is
+        cached (`stat`: TriageCache.stat); other roots' tasks are kept."""
+        prefix = root.rstrip(os.sep) + os.sep
+        keep = {f: v for f, v in self.tasks.items() if not f.startswith(prefix)}
+        for f, task in tasks.items():
+            st = stat.get(f)
+            if st is not None:
+                keep[f] = [st[0], st[2], task]
+        _write(self.path, {**self.header, "tasks": keep})

@@ -5,8 +5,11 @@ mock map never needs a re-analysis."""
 from __future__ import annotations
 
 import sys
+import hashlib
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from shinken.triage.codes import CODES, verdict_for
 from shinken.triage.vocab import DISTRIBUTION, stdlib_status
@@ -54,6 +57,14 @@ class Evaluator:
         self.judge = judge  # a judge endpoint is configured (probe/server --judge-url)
         self._std: dict[str, str] = {}
         self._memo: dict[tuple[str, ...], tuple[str, str, str] | None] = {}
+
+    def fingerprint(self) -> str:
+        """Everything besides the analysis that `evaluate` reads: equal fingerprints, equal
+        tasks for equal analyses (the code is fingerprinted by the triage cache)."""
+        c = self.caps
+        doc = [list(c.python_version), sorted(c.python_modules), sorted(c.executables), sorted(c.desktop_apps),
+               c.display, sorted(self.mock.items()), self.judge]
+        return hashlib.sha256(orjson.dumps(doc)).hexdigest()[:16]
 
     def _module_missing(self, name: str) -> str | None:
         """None if importable on the image, else the reason code."""

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from shinken.bundles.loader import discover_entries
-from shinken.triage.analyze import analyze_folder, stat_key, symlink_folder_result
-from shinken.triage.cache import TriageCache
+from shinken.triage.cache import ResultsMemo, TriageCache, stat_key
 from shinken.triage.evaluate import Capabilities, Evaluator
 
 CHUNK = 48  # folders per worker task: big enough to amortise IPC, small enough to balance
@@ -39,6 +38,9 @@ class TriageRun:
 
 
 def _safe_analyze(folder: str, py: tuple[int, int]) -> dict[str, Any]:
+    # Imported where it is used: a re-run that analyses nothing never loads the analysers.
+    from shinken.triage.analyze import analyze_folder
+
     try:
         return analyze_folder(folder, py)
     except Exception as exc:  # a hostile folder must never stop the run
@@ -146,13 +148,24 @@ def analyze_root(root: str | os.PathLike[str], py: tuple[int, int], *, workers: 
     n = min(workers or default_workers(), max(1, len(folders) // CHUNK))
     batches = (_work(c, py) for c in chunks) if n <= 1 or len(folders) < INLINE_BELOW else _pooled(chunks, py, n)
     out = [analysis for batch in batches for _f, _k, analysis in batch]
-    out.extend(symlink_folder_result(link) for link in links)
+    out.extend(_symlink_result(link) for link in links)
     return sorted(out, key=lambda a: os.path.basename(a["path"]))
 
 
+def _symlink_result(link: str) -> dict[str, Any]:
+    from shinken.triage.analyze import symlink_folder_result
+
+    return symlink_folder_result(link)
+
+
 def default_workers() -> int:
-    # I/O-bound when cold: twice the cores keeps the disk queue busy while others parse.
-    return max(2, 2 * (os.cpu_count() or 1))
+    # One per core (at least two): the readahead thread keeps the disk queue deep on a cold
+    # page cache, so more workers than cores only add CPU (2 x cores cost ~10% more CPU-s).
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(2, cores)
 
 
 def triage_root(
@@ -199,24 +212,37 @@ def _triage_root(
     st.folders = len(folders) + len(links)
     py = caps.python_version
     pyver = f"{py[0]}.{py[1]}"
-    cache = TriageCache(pyver, cache_directory) if use_cache else None
-    if cache is not None:
-        cache.load()
-
     # Evaluated as results arrive, so matching overlaps the workers' analysis.
     ev = Evaluator(caps, mock_urls, judge=judge)
     results: dict[str, dict[str, Any]] = {}
-    misses: list[str] = []
-    if cache is not None and cache.stat:
-        for f in folders:
+    misses: list[str] = folders
+    cache = TriageCache(pyver, cache_directory) if use_cache else None
+    memo = ResultsMemo(pyver, ev.fingerprint(), cache_directory) if use_cache else None
+    if memo is not None:
+        # Folders unchanged since the last run with this setting: its tasks as they were,
+        # without loading the analyses (most of an unchanged re-run's time otherwise).
+        memo.load()
+        if memo.tasks:
+            misses = []
+            for f in folders:
+                task = memo.lookup(f)
+                if task is not None:
+                    results[f] = task
+                else:
+                    misses.append(f)
+    remembered = len(results)
+    stale = memo is not None and memo.stale(str(root), set(folders))  # folders gone: forget them
+    if cache is not None and (misses or stale):
+        cache.load()
+    if cache is not None and cache.stat and misses:
+        rest, misses = misses, []
+        for f in rest:
             hit = cache.lookup(f)
             if hit is not None:
                 # The analysis is content-keyed; the path is this run's.
                 results[f] = ev.evaluate({**hit, "path": f})
             else:
                 misses.append(f)
-    else:
-        misses = folders
     st.cache_hits = len(results)
     st.analysed = len(misses)
     done = len(results)
@@ -233,6 +259,8 @@ def _triage_root(
         if progress:
             progress(done, st.folders)
 
+    if misses:
+        import shinken.triage.analyze  # noqa: F401  (once, before the workers fork)
     n_workers = min(workers or default_workers(), max(1, len(misses) // CHUNK))
     if len(misses) < INLINE_BELOW or n_workers <= 1:
         st.workers = 1
@@ -250,13 +278,14 @@ def _triage_root(
         finally:
             stop.set()
     for link in links:
-        results[link] = ev.evaluate(symlink_folder_result(link))
+        results[link] = ev.evaluate(_symlink_result(link))
 
-    if cache is not None:
+    if cache is not None and memo is not None and (remembered < len(folders) or stale):
         try:
             cache.save(str(root), set(folders))
+            memo.save(str(root), {f: results[f] for f in folders}, cache.stat)
         except OSError as exc:  # a read-only home must not cost the results
-            st.cache_error = f"{cache.path}: {exc.strerror or exc}"
+            st.cache_error = f"{exc.filename or cache.path}: {exc.strerror or exc}"
     run.tasks = [results[f] for f in sorted(results, key=os.path.basename)]
     st.seconds = time.perf_counter() - t0
     return run
