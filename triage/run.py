@@ -57,10 +57,11 @@ def _worker_init() -> None:
     gc.disable()
 
 
-def _work(folders: list[str], py: tuple[int, int]) -> list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]:
+def _work(folders: list[str], py: tuple[int, int], keyed: bool = True) -> list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]:
+    """Analyse `folders`; `keyed`: with their stat keys, for the cache."""
     out = []
     for f in folders:
-        skey = stat_key(f)  # before reading: a change during the read shows up next run
+        skey = stat_key(f) if keyed else None  # before reading: a change during the read shows up next run
         out.append((f, skey, _safe_analyze(f, py)))
     return out
 
@@ -98,7 +99,7 @@ def _pool(n: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_worker_init)
 
 
-def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int) -> Iterator[list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]]:
+def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int, keyed: bool = True) -> Iterator[list[tuple[str, tuple[str, list[str]] | None, dict[str, Any]]]]:
     """Yield analysed chunks. A worker that dies (OOM kill, a crash in a C extension on a
     hostile file) breaks the whole pool: the unfinished chunks are retried in a fresh pool,
     and chunks that break that one too are redone one folder per process, so only a folder
@@ -110,7 +111,7 @@ def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int) -> Iterator[li
             futures = []
             for chunk in pending:
                 try:
-                    futures.append((pool.submit(_work, chunk, py), chunk))
+                    futures.append((pool.submit(_work, chunk, py, keyed), chunk))
                 except BrokenProcessPool:  # a worker died while we were still submitting
                     failed.append(chunk)
             for fut, chunk in futures:
@@ -125,7 +126,7 @@ def _pooled(chunks: list[list[str]], py: tuple[int, int], n: int) -> Iterator[li
         for folder in chunk:
             with _pool(1) as solo:
                 try:
-                    batch = solo.submit(_work, [folder], py).result()
+                    batch = solo.submit(_work, [folder], py, keyed).result()
                 except BrokenProcessPool:
                     batch = [(folder, None, _crashed(folder))]
             yield batch
@@ -146,7 +147,7 @@ def analyze_root(root: str | os.PathLike[str], py: tuple[int, int], *, workers: 
     folders, links = discover_entries(Path(root).absolute())
     chunks = [folders[i : i + CHUNK] for i in range(0, len(folders), CHUNK)]
     n = min(workers or default_workers(), max(1, len(folders) // CHUNK))
-    batches = (_work(c, py) for c in chunks) if n <= 1 or len(folders) < INLINE_BELOW else _pooled(chunks, py, n)
+    batches = (_work(c, py, False) for c in chunks) if n <= 1 or len(folders) < INLINE_BELOW else _pooled(chunks, py, n, False)
     out = [analysis for batch in batches for _f, _k, analysis in batch]
     out.extend(_symlink_result(link) for link in links)
     return sorted(out, key=lambda a: os.path.basename(a["path"]))
@@ -265,7 +266,7 @@ def _triage_root(
     if len(misses) < INLINE_BELOW or n_workers <= 1:
         st.workers = 1
         for i in range(0, len(misses), CHUNK):
-            take(_work(misses[i : i + CHUNK], py))
+            take(_work(misses[i : i + CHUNK], py, cache is not None))
     else:
         st.workers = n_workers
         chunks = [misses[i : i + CHUNK] for i in range(0, len(misses), CHUNK)]
@@ -273,7 +274,7 @@ def _triage_root(
         if os.environ.get("SHINKEN_TRIAGE_READAHEAD", "1") != "0":  # "0": for A/B benchmarks
             threading.Thread(target=_readahead, args=(misses, stop), name="triage-readahead", daemon=True).start()
         try:
-            for batch in _pooled(chunks, py, n_workers):
+            for batch in _pooled(chunks, py, n_workers, cache is not None):
                 take(batch)
         finally:
             stop.set()
