@@ -473,3 +473,48 @@ def test_binary_reward_and_setup_do_not_break_loading(tmp_path: Path) -> None:
                           setup={"initial_setup.py": b"\x00\xff" * 40000})
     b = load_bundle(folder)
     assert b.files["initial_setup.py"] == 80000 and len(b.bundle_hash) == 64
+
+
+def test_plain_task_check_never_accepts_what_the_schema_refuses() -> None:
+    """The loader skips the compiled task schema when a plain check passes (cheaper per
+    bundle); that check must be stricter than schemas/task.schema.json. Every top-level
+    field the schema constrains is varied over JSON values of every type, nested steps
+    too; a schema that gains or loses a field fails here until the plain check follows."""
+    import itertools
+
+    import fastjsonschema
+
+    from shinken.bundles.loader import _plainly_valid_task
+    from shinken.schemas import load_schema, validator
+
+    schema = load_schema("task")
+    assert set(schema["properties"]) == {"id", "instruction", "app_type", "difficulty", "config", "evaluator",
+                                         "shinken_state_fidelity", "shinken_post_fork", "shinken_needs"}
+    assert schema["required"] == ["id"]
+    assert set(schema["definitions"]["step"]["properties"]) == {"type", "parameters"}
+    assert set(schema["properties"]["evaluator"]["properties"]) == {"type", "url", "script", "postconfig"}
+    scalars: list = [None, True, 0, 1.5, "", "x", "filesystem", "process_memory", "memory", [], ["x"], [1], {},
+                     {"type": "x"}]
+    steps = [[{"type": "execute"}], [{"type": ""}], [{"type": 1}], [{"parameters": {}}], [{"type": "x", "parameters": []}],
+             [{"type": "x", "parameters": {}}], ["execute"], [{"type": "x"}, 3]]
+    def accepted(doc: dict) -> bool:
+        try:
+            validator("task")(doc)
+        except fastjsonschema.JsonSchemaValueException:
+            return False
+        return True
+
+    docs = [task_doc()]
+    for key in schema["properties"]:
+        for v in scalars + (steps if key in ("config", "shinken_post_fork") else []):
+            docs.append({**task_doc(), key: v})
+    for key, v in itertools.product(("type", "url", "script", "postconfig"), scalars + steps):
+        docs.append(task_doc(evaluator={"type": "python", key: v}))
+    docs.append({k: v for k, v in task_doc().items() if k != "id"})
+    docs.append([task_doc()])
+    plain = 0
+    for doc in docs:
+        if isinstance(doc, dict) and _plainly_valid_task(doc):
+            plain += 1
+            assert accepted(doc), doc
+    assert plain > 20 and accepted(task_doc())  # the check does pass the ordinary shapes

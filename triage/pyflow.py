@@ -203,12 +203,12 @@ _BODY_FIELDS = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
 # Fields that never hold a node (names, flags, kinds): not walked for calls.
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "arg", "kind", "conversion", "type_comment", "name", "level",
                             "module", "asname", "simple", "is_async"})
-_STMT_FIELDS: dict[type, tuple[tuple[str, int], ...]] = {}
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
-_NESTED: dict[type, tuple[str, ...]] = {}
+_STMT_FIELDS: dict[type[ast.AST], tuple[tuple[str, int], ...]] = {}
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {ast.Constant: ()}
+_NESTED: dict[type[ast.AST], tuple[str, ...]] = {}
 
 
-def _stmt_fields(cls: type) -> tuple[tuple[str, int], ...]:
+def _stmt_fields(cls: type[ast.AST]) -> tuple[tuple[str, int], ...]:
     """(field, kind) of a statement class in `_fields` order; `returns` is not walked."""
     hit = _STMT_FIELDS.get(cls)
     if hit is None:
@@ -218,14 +218,14 @@ def _stmt_fields(cls: type) -> tuple[tuple[str, int], ...]:
     return hit
 
 
-def _child_fields(cls: type) -> tuple[str, ...]:
+def _child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
     hit = _CHILD_FIELDS.get(cls)
     if hit is None:
         hit = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in _SCALAR_FIELDS)
     return hit
 
 
-def _nested(cls: type) -> tuple[str, ...]:
+def _nested(cls: type[ast.AST]) -> tuple[str, ...]:
     """The fields of a statement (or except handler) holding statements, in the order the
     assignments are collected: body, orelse, finalbody, handlers, then match cases."""
     hit = _NESTED.get(cls)
