@@ -180,17 +180,23 @@ def test_sessions_run_concurrently_and_calls_in_one_session_are_serialized(engin
     [t.join() for t in threads]
     assert not errors and set(gens) == {"ca", "cb"}
     try:
-        def timed(calls):
-            ts = [threading.Thread(target=lambda s=s: _exec(engine, s, gens[s], "sleep 1")) for s in calls]
-            t0 = time.monotonic()
+        def spans(calls):
+            """When each call's command ran, read from the (host's) clock inside the forks: a
+            total wall time bound told the same at low load and broke at load 40+."""
+            out: dict[int, str] = {}
+            cmd = "date +%s.%N; sleep 3; date +%s.%N"
+            ts = [threading.Thread(target=lambda i=i, s=s: out.__setitem__(i, _exec(engine, s, gens[s], cmd)))
+                  for i, s in enumerate(calls)]
             [t.start() for t in ts]
             [t.join() for t in ts]
-            return time.monotonic() - t0
+            stamps = [[float(x) for x in re.findall(r"\b\d{10}\.\d+\b", out[i])] for i in range(len(calls))]
+            assert all(len(st) == 2 for st in stamps), out
+            return sorted((st[0], st[1]) for st in stamps)
 
-        across = timed(["ca", "cb"])
-        within = timed(["ca", "ca"])
-        assert across < 1.8, across  # two sessions overlap
-        assert within >= 2.0, within  # one session's calls wait for each other
+        (a0, a1), (b0, b1) = spans(["ca", "cb"])
+        assert b0 < a1, (a1, b0)  # two sessions' calls ran at the same time
+        (c0, c1), (d0, d1) = spans(["ca", "ca"])
+        assert d0 >= c1, (c1, d0)  # one session's calls wait for each other
 
         _exec(engine, "ca", gens["ca"], "echo -n 'hello shinken' > hello.txt")
         _exec(engine, "cb", gens["cb"], "echo -n 'hello world' > hello.txt")
