@@ -308,7 +308,9 @@ def test_command_line_tools_do_real_work(cua_box):
         "pdftk a.pdf b.pdf cat output ab.pdf",
         "python3 -c \"import pypdf; print(len(pypdf.PdfReader('ab.pdf').pages))\" > pages.txt",
         # socat relays through a unix socket to an echo process
-        "(socat UNIX-LISTEN:/tmp/echo.sock EXEC:cat &) && sleep 0.5",
+        # (waits for the listening socket: a fixed sleep lost the race in a box busy with GUI apps)
+        "(socat UNIX-LISTEN:/tmp/echo.sock EXEC:cat &) && for _ in $(seq 300); do [ -S /tmp/echo.sock ] && break; "
+        "sleep 0.1; done",
         "echo ping | socat -t 2 - UNIX-CONNECT:/tmp/echo.sock > echo.txt",
         "echo \"$(cat ocr.txt)|$(cat dur.txt)|$(cat pages.txt)|$(cat echo.txt)\"",
     ])
