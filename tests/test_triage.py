@@ -715,3 +715,36 @@ def test_missing_image_is_an_environment_problem(docker_client, demo_root: Path)
     p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", "shinken/no-such-image:latest"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 3 and "not found" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_readahead_is_skipped_only_when_the_page_cache_holds_the_bundles(tmp_path: Path) -> None:
+    """The readahead thread only costs CPU when the files are already cached; the check
+    reads a sample with RWF_NOWAIT, so a bundle evicted from the page cache turns it on."""
+    from shinken.triage.run import _page_cache_warm
+
+    folders = []
+    for i in range(40):
+        f = tmp_path / f"t{i}"
+        f.mkdir()
+        (f / "reward.py").write_bytes(OK_REWARD.encode() * 50)
+        folders.append(str(f))
+    probe = os.open(os.path.join(folders[0], "reward.py"), os.O_RDONLY)
+    try:
+        os.preadv(probe, [bytearray(16)], 0, os.RWF_NOWAIT)
+    except OSError as exc:
+        if exc.errno != 11:
+            pytest.skip(f"this file system does not read with RWF_NOWAIT ({exc})")
+    finally:
+        os.close(probe)
+    for f in folders:
+        (Path(f) / "reward.py").read_bytes()
+    assert _page_cache_warm(folders)
+    fd = os.open(os.path.join(folders[0], "reward.py"), os.O_RDONLY)
+    try:
+        os.fsync(fd)  # clean pages can be dropped
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    assert not _page_cache_warm(folders)
+    (Path(folders[0]) / "reward.py").read_bytes()
+    assert _page_cache_warm(folders) and not _page_cache_warm([])
