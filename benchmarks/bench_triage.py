@@ -25,6 +25,7 @@ import argparse
 import ast
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -158,6 +159,8 @@ def main() -> None:
     ap.add_argument("--keep-page-cache", action="store_true",
                     help="do not drop the page cache before cold runs (cold = empty triage cache only)")
     a = ap.parse_args()
+    # A terminated run still puts back the bundle it touched (finally blocks run on exit).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     with tempfile.TemporaryDirectory(prefix="bench-triage-") as tmp_name:
         tmp = Path(tmp_name)
