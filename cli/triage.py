@@ -41,9 +41,9 @@ def triage(
     Executables, Python modules, desktop apps, network and mock web needs, the reward
     contract and loader defects decide each task's verdict: runnable / blocked / defective.
     """
-    from shinken.schemas import check_own, write_json
+    from shinken.schemas import dumps, write_bytes
     from shinken.triage.pipeline import triage_task_root
-    from shinken.triage.report import render
+    from shinken.triage.report import check_report, render
 
     output = Output(json_out)
     with output.progress("triage") as tick:
@@ -52,11 +52,10 @@ def triage(
                                    progress=tick, judge_url=judge_url)
     if outcome.cache_error:
         output.warn(f"triage cache not saved ({outcome.cache_error})")
-    # Checked against its schema once (0.9 s at release scale), before it leaves the process.
+    # Checked against its schema once, before it leaves the process.
+    check_report(outcome.report)
     if report is not None:
-        write_json(report, outcome.report, "triage")
-    else:
-        check_own("triage", outcome.report, "the triage report")
+        write_bytes(report, dumps(outcome.report))
     output.result(outcome.report, lambda: render(outcome.report, output.out, show))
     if report is not None:
         output.note(f"report written to {report}")

@@ -326,6 +326,53 @@ def test_report_validates_against_schema(corpus: Path, caps: Capabilities) -> No
     assert validation_error("triage", broken) is not None
 
 
+def test_plain_task_check_never_accepts_what_the_schema_refuses(corpus: Path, caps: Capabilities) -> None:
+    """The report's tasks are checked in plain Python when that check passes them (the
+    compiled schema cost ~0.15 CPU-s per run at release scale); it must be stricter than
+    schemas/triage.schema.json: every field of a real task and of its reasons is varied over
+    JSON values of every type, and the schema's enums are the vocabularies the check uses."""
+    from shinken.schemas import load_schema
+    from shinken.triage.codes import CLASSES, VERDICTS
+    from shinken.errors import InternalError
+    from shinken.triage.report import _plainly_valid_tasks, check_report
+
+    d = load_schema("triage")["definitions"]
+    assert set(d["task"]["properties"]) == set(d["task"]["required"])  # a new field fails here first
+    assert d["task"]["properties"]["class"]["enum"] == list(CLASSES)
+    assert d["task"]["properties"]["verdict"]["enum"] == list(VERDICTS)
+    assert set(CODES) <= set(d["reason"]["properties"]["code"]["enum"])  # the schema also keeps retired codes
+    assert set(d["reason"]["properties"]) == {"code", "detail", "severity", "subject"}
+    result = triage_root(corpus, caps, use_cache=False)
+    report = build_report(result.tasks, caps, "fixture", str(corpus), result.stats, show=3)
+    assert _plainly_valid_tasks(report["tasks"])
+    check_report(report)
+    base = next(t for t in report["tasks"] if any("subject" in r for r in t["reasons"]))
+    values: list[Any] = [None, True, 0, 1.5, "", "x", "a" * 64, "0" * 64, "A" * 64, [], ["x"], {}, {"code": "x"},
+                         "runnable", "desktop_app", "needs_network", "blocker"]
+    variants = []
+    for key in list(base):
+        variants += [{**base, key: v} for v in values]
+        variants.append({k: v for k, v in base.items() if k != key})
+    variants.append({**base, "extra": 1})
+    reason = next(r for r in base["reasons"] if "subject" in r)
+    for key in list(reason):
+        for v in values:
+            variants.append({**base, "reasons": [{**reason, key: v}]})
+        variants.append({**base, "reasons": [{k: v for k, v in reason.items() if k != key}]})
+    variants += [{**base, "reasons": [reason, 3]}, {**base, "reasons": [{**reason, "extra": 1}]}]
+    plain = 0
+    for t in variants:
+        doc = {**report, "tasks": [t]}
+        if _plainly_valid_tasks([t]):
+            plain += 1
+            assert validation_error("triage", doc) is None, t
+        elif validation_error("triage", doc) is not None:
+            with pytest.raises(InternalError):
+                check_report(doc)
+    assert plain >= 3  # the ordinary shapes (another verdict, class, a hex hash) do pass
+    assert not _plainly_valid_tasks("tasks") and not _plainly_valid_tasks([[]])
+
+
 def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     shutil.copytree(corpus / "ok-file-cli", root / "ok-file-cli")
