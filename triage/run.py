@@ -66,32 +66,41 @@ def _work(folders: list[str], py: tuple[int, int], keyed: bool = True) -> list[t
     return out
 
 
+_PEEK_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC  # never block on a FIFO, never follow
+
+
+def _bundle_fds(folder: str) -> Iterator[int]:
+    """An fd for each regular file directly in `folder`, closed after use. Best effort:
+    errors are the loader's to report."""
+    try:
+        with os.scandir(folder) as it:
+            paths = [e.path for e in it if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return
+    for path in paths:
+        try:
+            fd = os.open(path, _PEEK_FLAGS)
+        except OSError:
+            continue
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+
 def _readahead(folders: list[str], stop: threading.Event) -> None:
     """Ask the kernel to start reading every bundle file, in the order the workers will
     want them. A cold run is otherwise bound by I/O latency (a few synchronous reads in
     flight); WILLNEED readahead is asynchronous, so the disk queue stays deep while the
-    workers parse, and their reads find the page cache warm. Best effort: errors are the
-    loader's to report."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    workers parse, and their reads find the page cache warm."""
     for folder in folders:
         if stop.is_set():
             return
-        try:
-            with os.scandir(folder) as it:
-                names = [e.path for e in it if e.is_file(follow_symlinks=False)]
-        except OSError:
-            continue
-        for path in names:
-            try:
-                fd = os.open(path, flags)
-            except OSError:
-                continue
+        for fd in _bundle_fds(folder):
             try:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
             except OSError:
                 pass
-            finally:
-                os.close(fd)
 
 
 def _page_cache_warm(folders: list[str], samples: int = 32) -> bool:
@@ -104,24 +113,12 @@ def _page_cache_warm(folders: list[str], samples: int = 32) -> bool:
     if nowait is None or not hasattr(os, "preadv") or not folders:
         return False
     buf = bytearray(4096)
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     for folder in folders[:: max(1, len(folders) // samples)][:samples]:
-        try:
-            with os.scandir(folder) as it:
-                names = [e.path for e in it if e.is_file(follow_symlinks=False)]
-        except OSError:
-            continue
-        for path in names:
-            try:
-                fd = os.open(path, flags)
-            except OSError:
-                continue
+        for fd in _bundle_fds(folder):
             try:
                 os.preadv(fd, [buf], 0, nowait)
             except OSError:  # EAGAIN: on disk only; anything else: cannot tell
                 return False
-            finally:
-                os.close(fd)
     return True
 
 
