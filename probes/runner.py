@@ -225,6 +225,10 @@ def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
         cleanup_later(fork.close)
 
 
+def _computer_name(kind: str, index: int) -> str:
+    return "the golden's own computer" if kind == "golden" else f"computer {index} ({kind})"
+
+
 def _setup_detail(exc: SetupError) -> str:
     parts = [str(exc)]
     if exc.output_tail:
@@ -259,11 +263,23 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         cleanup_later(fork.close)
 
 
+def _score_own(own: Fork, bundle: Bundle, cfg: ProbeConfig) -> tuple[float, float, RewardResult, float]:
+    """The no-op probe on the golden's own computer (its build container, still running as the
+    setup left it): nothing to make or check, only postconfig + reward."""
+    try:
+        t1 = time.monotonic()
+        rr = own.run_reward(bundle, timeout=cfg.reward_timeout)
+        return 0.0, time.monotonic() - t1, rr, 0.0
+    except SetupError as exc:
+        raise _Dropped("setup_error", f"postconfig (the golden's own computer): {_setup_detail(exc)}") from None
+    finally:
+        cleanup_later(own.close)
+
+
 def _forks_at(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig,
-              tier: Tier) -> list[tuple[float, float, RewardResult, float]]:
-    """K no-op probes side by side at `tier`. An infra failure anywhere voids the attempt; a
+              tier: Tier, k: int) -> list[tuple[float, float, RewardResult, float]]:
+    """k no-op probes side by side at `tier`. An infra failure anywhere voids the attempt; a
     start-state mismatch is raised (StartStateError) so the caller can try the next tier."""
-    k = max(1, cfg.repeats)
     with ThreadPoolExecutor(max_workers=min(k, MAX_PARALLEL_FORKS), thread_name_prefix="fork") as pool:
         futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i, tier) for i in range(k)]
         results = []
@@ -286,40 +302,82 @@ def _forks_at(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConf
     return results
 
 
+def _reprovision_ahead(golden: Golden, tiers: list[Tier]) -> bool:
+    """Start the re-provision alongside the relaunch check, not after it fails, when the golden's
+    record shows a dialog: usually the setup opened it after launching the app (typed, clicked),
+    which a relaunch does not do. Only the order of work changes: the relaunch is still tried
+    first and kept when it matches; the re-provision then was spent for nothing."""
+    rec = golden.desktop
+    return (tiers[:2] == [Tier.RELAUNCH, Tier.REPROVISION] and rec is not None
+            and any(w.is_dialog for w in rec.windows))
+
+
 def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
     t0 = time.monotonic()
+    k = max(1, cfg.repeats)
     try:
         # The id resolved once at the start of the run: the receipt's image_id is what the
         # golden is built on, even if the tag is moved (an image rebuild) meanwhile.
-        golden = provider.ensure_golden(bundle, cfg.image_id, setup_timeout=cfg.setup_timeout)
+        # With K >= 2, a golden built now keeps its build container: one of the K no-op probes
+        # is scored there, on the start state itself, which saves one computer (for a desktop
+        # task, one app start) per task. At least one fork per tier is still made and checked.
+        golden = provider.ensure_golden(bundle, cfg.image_id, setup_timeout=cfg.setup_timeout,
+                                        keep_computer=k >= 2)
     except SetupError as exc:
         raise _Dropped("setup_error", _setup_detail(exc)) from None
     att.golden_build_s = time.monotonic() - t0
     att.golden_reused = golden.reused
     att.golden_tag = golden.tag
     att.lost_processes = list(golden.lost_processes)
+    own = provider.take_golden_computer(golden)
 
     # The best tier whose computers show what the setup left (shinken.tiers).
     tiers = probe_tiers(needs_relaunch=golden.needs_relaunch,
                         accept_filesystem=cfg.accept_filesystem or bundle.state_fidelity == "filesystem")
     passed_over: list[str] = []
     results: list[tuple[float, float, RewardResult, float]] = []
-    for tier in tiers:
-        try:
-            results = _forks_at(provider, golden, bundle, cfg, tier)
-        except StartStateError as exc:
-            passed_over.append(str(exc))
-            continue
-        att.tier = tier
-        break
+    computers: list[str] = []  # per result: "golden" (its own build computer) or the tier of a fork
+    checked = 0
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="golden-computer") as side:
+        # Scored while the first tier's forks are made (it needs nothing from them).
+        own_run = side.submit(_score_own, own, bundle, cfg) if own is not None else None
+
+        def n_forks(tier: Tier) -> int:
+            # The golden's own computer keeps the setup's processes: it stands for every tier
+            # that reproduces them, never for the filesystem tier (whose forks lose them).
+            return k - 1 if own_run is not None and tier is not Tier.FILESYSTEM else k
+
+        ahead = side.submit(_forks_at, provider, golden, bundle, cfg, Tier.REPROVISION, n_forks(Tier.REPROVISION)) \
+            if _reprovision_ahead(golden, tiers) else None
+        for tier in tiers:
+            with_own = own_run is not None and tier is not Tier.FILESYSTEM
+            try:
+                if tier is Tier.REPROVISION and ahead is not None:
+                    results = ahead.result()
+                else:
+                    results = _forks_at(provider, golden, bundle, cfg, tier, n_forks(tier))
+            except StartStateError as exc:
+                passed_over.append(str(exc))
+                continue
+            att.tier = tier
+            checked = len(results) if tier.checked else 0
+            computers = [tier.value] * len(results)
+            if with_own and own_run is not None:
+                results = [own_run.result(), *results]  # its infra failure voids the attempt too
+                computers = ["golden", *computers]
+            break
+        for run in (own_run, ahead):
+            if run is not None:
+                run.exception()  # wait for it (and its cleanup) even when no tier took it
     if att.tier is None:
         raise _Dropped("fidelity", "no tier reproduces the start state the setup left: " + " | ".join(passed_over))
     record = golden.desktop
     att.start_state = {
         "signature": record.signature_hash() if record is not None else None,
         "windows": [w.describe() for w in record.windows] if record is not None else [],
-        "checked": len(results) if att.tier.checked else 0,
+        "checked": checked,
         "passed_over": passed_over,
+        "computers": computers,
     }
     for fork_s, reward_s, rr, start_s in results:
         att.fork_s.append(fork_s)
@@ -327,9 +385,11 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         att.start_s.append(start_s)
         att.rewards.append(rr.reward)
         att.deviation = att.deviation or rr.deviation
-    values = [_check_reward(rr, f"untouched state, fork {i}") for i, (_, _, rr, _) in enumerate(results)]
+    values = [_check_reward(rr, f"untouched state, {_computer_name(c, i)}")
+              for i, ((_, _, rr, _), c) in enumerate(zip(results, computers))]
     if max(values) - min(values) > REWARD_TOLERANCE:
-        raise _Dropped("nondeterministic", f"{len(results)} forks of the same golden scored {values}")
+        raise _Dropped("nondeterministic", f"{len(results)} computers of the same start state "
+                       f"({', '.join(computers)}) scored {values}")
     if values[0] >= 1.0 - REWARD_TOLERANCE:
         raise _Dropped("zero_signal", f"the untouched state already scores {values[0]}; no learning signal")
 
@@ -413,7 +473,8 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
 
 
 def _kept_detail(att: _Attempt) -> str:
-    s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} fork(s)"
+    own = " (the golden's own computer among them)" if "golden" in ((att.start_state or {}).get("computers") or []) else ""
+    s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} computer(s){own}"
     if att.replay:
         s += f"; {len(att.replay)} replay(s) reproduce"
     return s + f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
@@ -427,7 +488,8 @@ def tier_reason(att: _Attempt) -> str:
     if att.tier is Tier.FILESYSTEM:
         return f"start state not checked; not recreated after fork: {', '.join(att.lost_processes)}"
     how = "relaunched " + ", ".join(att.lost_processes) if att.tier is Tier.RELAUNCH else "full setup per rollout"
-    s = f"{how}; {len(att.rewards)} computer(s) showed the golden's {windows}"
+    checked = (att.start_state or {}).get("checked", 0)
+    s = f"{how}; {checked} computer(s) checked: showed the golden's {windows}"
     passed = (att.start_state or {}).get("passed_over") or []
     if passed:
         s += f" (passed over: {' | '.join(passed)})"

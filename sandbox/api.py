@@ -218,7 +218,13 @@ class Provider(Protocol):
         """The id `image` (a tag or an id) names now; resolve once per run and pass the id on."""
         ...
 
-    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600) -> Golden: ...
+    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600,
+                      keep_computer: bool = False) -> Golden: ...
+
+    def take_golden_computer(self, golden: Golden) -> Fork | None:
+        """The running build container of a golden just built with keep_computer (the start
+        state itself, unforked), once; None when the golden was reused or not kept."""
+        ...
 
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
              kind: str = "fork", tier: Any = None) -> Fork:

@@ -255,9 +255,17 @@ class Container:
             raise SetupError(-1, "desktop", f"shinken-desktop-up failed (exit {res.exit_code}, "
                              f"timed out: {res.timed_out})", tail(res.output), where="desktop")
 
-    def snapshot(self, clean: bool) -> dict[str, Any]:
+    def snapshot(self, clean: str | None) -> dict[str, Any]:
+        """The live processes; with clean="delete" or "hide" the build session's files are taken
+        away for a commit (guest.SNAPSHOT); "hide" keeps them for unhide()."""
         res = self.exec(["python3", "-c", guest.snapshot_script(clean)], timeout=60, user="root")
         if not res.ok:
             raise InfraError(f"process snapshot failed: {res.output.strip()[-300:]}")
         doc: dict[str, Any] = json.loads(res.output.strip().splitlines()[-1])
         return doc
+
+    def unhide(self, moved: list[list[str]]) -> None:
+        """Put back the files a snapshot(clean="hide") moved aside."""
+        res = self.exec(["python3", "-c", guest.UNHIDE, json.dumps(moved), guest.HIDDEN], timeout=60, user="root")
+        if not res.ok:
+            raise InfraError(f"putting back the build session's files failed: {res.output.strip()[-300:]}")

@@ -25,7 +25,7 @@ from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_BUNDLE_HASH, Owner, labels_for
-from shinken.sandbox.policy import Limits
+from shinken.sandbox.policy import Limits, task_needs
 from shinken.tiers import Tier
 
 
@@ -46,6 +46,7 @@ class DockerProvider:
         self.web = web
         self._forks: set[DockerFork] = set()
         self._pools: set[ForkPool] = set()
+        self._golden_computers: dict[str, DockerFork] = {}  # golden image id -> its kept build container
         self._lock = threading.Lock()
         self._host_configs: dict[tuple[bool, str | None], dict[str, Any]] = {}
         self.judge = judge  # rewards that call reward_judge reach it through the relay
@@ -79,10 +80,12 @@ class DockerProvider:
         return hc
 
     def start(self, image_id: str, labels: dict[str, str], *, network: bool, desktop: bool = False,
-              ids: UserIds | None = None) -> Container:
+              ids: UserIds | None = None, judge: bool = False) -> Container:
         """A running container with this provider's isolation (the golden build uses it;
-        so would a re-provisioned rollout). The caller removes it."""
-        cid = start_container(self.api, image_id, labels, self._host_config(network), desktop=desktop)
+        so would a re-provisioned rollout); `judge`: rewards run in it may reach the judge relay,
+        as on a fork. The caller removes it."""
+        cid = start_container(self.api, image_id, labels, self._host_config(network, judge and self.judge is not None),
+                              desktop=desktop)
         return Container(self.api, cid, ids or UserIds(), network)
 
     def forget(self, fork: DockerFork) -> None:
@@ -97,19 +100,37 @@ class DockerProvider:
     def resolve_image(self, image: str) -> str:
         return resolve_image(self.client, image)
 
-    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600) -> Golden:
+    def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600,
+                      keep_computer: bool = False) -> Golden:
         """The committed post-setup image of `bundle` on the base image `image_id`, built
         once and then found again by its labels (bundle hash + base image id), with the record
         of what the setup left running (golden.desktop); which tier reproduces it is the
         caller's call (shinken.tiers). Pass the id the run resolved once (resolve_image): a
-        tag may be moved meanwhile."""
+        tag may be moved meanwhile. With `keep_computer`, a golden built now keeps its build
+        container running for take_golden_computer()."""
         if not bundle.ok:
             raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bundle.why_defective()})", where="bundle")
         base_id = self.resolve_image(image_id)  # an id names itself; this checks it is still there
         found = goldens.find_golden(self.api, bundle, base_id)
         if found is not None:
             return found
-        return goldens.build_golden(self, bundle, base_id, setup_timeout)
+        # A web task's build container holds the golden's own hub sid, whose state forks copy:
+        # it is not handed out as a computer.
+        keep = keep_computer and not (self.web is not None and task_needs(bundle).network)
+        golden, box = goldens.build_golden(self, bundle, base_id, setup_timeout, keep=keep)
+        if box is not None:
+            own = DockerFork(self, box.id, golden, box.ids, network=box.network)
+            with self._lock:
+                self._forks.add(own)  # removed by close() if nobody takes it
+                self._golden_computers[golden.image_id] = own
+        return golden
+
+    def take_golden_computer(self, golden: Golden) -> DockerFork | None:
+        """The build container of `golden` when this provider built it with keep_computer: still
+        running as the setup left it (processes, windows, focus), so it shows the start state
+        by definition and needs no relaunch or check. Handed out once; the taker closes it."""
+        with self._lock:
+            return self._golden_computers.pop(golden.image_id, None)
 
     def delete_golden(self, golden_or_image_id: Golden | str) -> None:
         """Remove a golden image (explicit; goldens are never removed implicitly). This
@@ -220,6 +241,7 @@ class DockerProvider:
         """Remove every fork and pool this provider made (goldens stay: they are a cache)."""
         with self._lock:
             pools, self._pools = list(self._pools), set()
+            self._golden_computers.clear()  # their containers are in _forks, closed below
         for p in pools:
             p.close()
         with self._lock:

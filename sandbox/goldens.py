@@ -101,19 +101,29 @@ def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int
     return uid, gid, start_state.record(box)
 
 
-def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float) -> Golden:
+def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float, *,
+                 keep: bool = False) -> tuple[Golden, Container | None]:
     """Run the bundle's setup in a fresh container on `base_id`, record what it left running
     (golden.desktop: forks bring it back, or a tier says why they cannot) and commit the result,
-    labelled so find_golden finds it again (bundle hash + base image id + format)."""
+    labelled so find_golden finds it again (bundle hash + base image id + format).
+
+    With `keep`, the build container is not removed but returned, still running as the setup
+    left it (the build session's files are moved aside for the commit and put back after it):
+    the one computer that shows the start state without being made to. The caller removes it."""
     t0 = time.monotonic()
     needs = task_needs(bundle)
     extra = {LABEL_BUNDLE_HASH: bundle.bundle_hash, LABEL_BASE_IMAGE: base_id}
     labels = labels_for("build", task=bundle.id, run=provider.run_id, owner=provider.owner, extra=extra)
-    box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop)
+    # A kept container scores a reward later, so it gets what a fork's rewards get (the judge relay).
+    box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop, judge=keep)
+    handed_over = False
     try:
         uid, gid, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
-        box.snapshot(clean=True)  # drop the build container's X lock/socket and session files
+        # Drop (or, when kept, move aside) the build container's X lock/socket and session files.
+        # Without a desktop nothing of them is needed after the commit.
+        hide = keep and needs.desktop
+        snap = box.snapshot(clean="hide" if hide else "delete")
         build_seconds = time.monotonic() - t0
         meta = {"uid": uid, "gid": gid, "lost_processes": rec.lost, "build_seconds": round(build_seconds, 3),
                 "needs_desktop": needs.desktop, "network": needs.network, "web": web_state,
@@ -130,9 +140,15 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
             raise infra(f"committing the golden of {bundle.id}", exc) from None
         golden.image_id = res["Id"]
         golden.build_seconds = time.monotonic() - t0
-        return golden
+        if not keep:
+            return golden, None
+        if hide and snap.get("moved"):
+            box.unhide(snap["moved"])
+        handed_over = True
+        return golden, box
     finally:
-        remove_container(provider.api, box.id)
+        if not handed_over:
+            remove_container(provider.api, box.id)
 
 
 def remove_golden_image(api: Any, image_id: str) -> None:

@@ -40,7 +40,10 @@ printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
 # Desktop forks start the desktop as the container's own command, so it comes up while
 # the client is still on its way back from `start`; `DESKTOP_WAIT` (one exec) then waits
 # for the exit status file. (Root runs it; shinken-desktop-up drops to `user` itself.)
-DESKTOP_BOOT = r"""shinken-desktop-up >/tmp/.shinken-desktop-boot.log 2>&1; echo $? > /tmp/.shinken-desktop-boot.tmp
+# A golden whose build container was kept as a computer holds, in /tmp/.shinken-hidden, the build
+# session's files that were moved aside for the commit (see SNAPSHOT): stale here, so removed first.
+DESKTOP_BOOT = r"""rm -rf /tmp/.shinken-hidden
+shinken-desktop-up >/tmp/.shinken-desktop-boot.log 2>&1; echo $? > /tmp/.shinken-desktop-boot.tmp
 mv -f /tmp/.shinken-desktop-boot.tmp /tmp/.shinken-desktop-boot.rc
 exec sleep infinity
 """
@@ -78,8 +81,11 @@ echo "shinken: no application to open $f" >&2; exit 127
 
 # Process snapshot at commit time (python3 is part of the image contract; procps is not).
 # Prints JSON: every live process except this snapshot's own ancestry, the launched
-# session ids, then removes files that would make a fork's restarted apps misbehave:
+# session ids, then takes away files that would make a fork's restarted apps misbehave:
 # the X server's lock/socket of the build container and stale LibreOffice lock files.
+# CLEAN = "delete" removes them; CLEAN = "hide" moves them into HIDDEN (same filesystem, so
+# a rename: sockets keep working) and prints the moves, so UNHIDE puts them back after the
+# commit and the build container goes on as a working computer (the golden's own).
 SNAPSHOT = r"""
 import json, os, glob
 def stat(pid):
@@ -108,20 +114,41 @@ try:
     launched = sorted(int(x) for x in os.listdir('/tmp/.shinken-launch') if x.isdigit())
 except OSError:
     launched = []
+moved = []
 if CLEAN:
+    if CLEAN == 'hide':
+        os.makedirs(HIDDEN, mode=0o700, exist_ok=True)
     for pat in ('/tmp/.shinken-desktop-boot.*', '/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/shinken-session.env', '/tmp/.shinken-launch/*',
                 '/home/user/**/.~lock.*#'):
         for f in glob.glob(pat, recursive=True):
             try:
-                os.unlink(f)
+                if CLEAN == 'hide':
+                    to = os.path.join(HIDDEN, str(len(moved)))
+                    os.rename(f, to)
+                    moved.append([to, f])
+                else:
+                    os.unlink(f)
             except OSError:
                 pass
-print(json.dumps({'procs': procs, 'launched': launched}))
+print(json.dumps({'procs': procs, 'launched': launched, 'moved': moved}))
 """
 
 
-def snapshot_script(clean: bool) -> str:
-    return f"CLEAN = {bool(clean)}\n" + SNAPSHOT
+HIDDEN = "/tmp/.shinken-hidden"  # in a golden image: removed when a fork boots (DESKTOP_BOOT)
+
+
+def snapshot_script(clean: str | None) -> str:
+    """clean: None (look only), "delete" or "hide" (see SNAPSHOT)."""
+    return f"CLEAN = {clean!r}\nHIDDEN = {HIDDEN!r}\n" + SNAPSHOT
+
+
+# Puts back what SNAPSHOT hid (argv: JSON list of [hidden, original]), then removes HIDDEN.
+UNHIDE = r"""
+import json, os, sys
+for hidden, original in json.loads(sys.argv[1]):
+    os.rename(hidden, original)
+os.rmdir(sys.argv[2])
+"""
 
 
 FETCH_URL = r"""

@@ -411,7 +411,10 @@ def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> 
     # relaunch; neither relaunch nor a fresh setup draws the same dialog -> dropped, saying so
     assert by_id["g-kept"]["tier"] == "snapshot" and by_id["g-relaunch"]["tier"] == "relaunch"
     assert by_id["g-relaunch"]["lost_processes"] == ["sleep 1000"]
-    assert by_id["g-relaunch"]["start_state"]["checked"] == 2
+    # K=2: the golden's own build computer and one relaunched, checked fork
+    assert by_id["g-relaunch"]["start_state"]["checked"] == 1
+    assert by_id["g-relaunch"]["start_state"]["computers"] == ["golden", "relaunch"]
+    assert by_id["g-kept"]["start_state"]["computers"] == ["golden", "snapshot"]
     fid = by_id["g-fidelity"]
     assert fid["tier"] is None and "relaunch: missing dialog 'draw-" in fid["detail"]
     assert "reprovision: missing dialog 'draw-" in fid["detail"] and "unexpected dialog 'draw-" in fid["detail"]

@@ -100,11 +100,11 @@ def desktop_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def probed(cua, desktop_root, tmp_path_factory, docker_client):
-    """`shinken probe` with default flags (no --state-fidelity) over the desktop demos."""
+    """`shinken probe` with default flags (no --state-fidelity, K=2) over the desktop demos."""
     out = tmp_path_factory.mktemp("probe")
     receipt = out / "receipt.json"
     r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(desktop_root), "--image", cua,
-                        "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "1",
+                        "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "2",
                         "--concurrency", "2"], capture_output=True, text=True, cwd=REPO, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
@@ -128,8 +128,10 @@ def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
         (tid, t["reason"], t["detail"]) for tid, t in by_id.items() if t["outcome"] != "kept"]
     for tid, line in by_id.items():
         assert check_with_jsonschema("receipt_line", line) == [], tid
-        assert line["rewards"] == [0.0], tid  # the rewards check the document: 0 on the untouched state
+        assert line["rewards"] == [0.0, 0.0], tid  # the rewards check the document: 0 on the untouched state
         assert line["lost_processes"], tid  # each setup left its app running
+        # K=2: one no-op on the golden's own build computer, one on a fork made at the tier and checked
+        assert line["start_state"]["computers"] == ["golden", line["tier"]], line["start_state"]
         assert line["start_state"]["checked"] == 1 and line["start_state"]["signature"]
         assert any(DESKTOP_DEMOS[tid][0] in w for w in line["start_state"]["windows"]), line["start_state"]
     dialog = by_id[WRITER_DIALOG]
@@ -183,6 +185,44 @@ def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, 
         tree = eng.tool("pooled", gen, "computer_observe", {"mode": "tree"})
         assert CALC_WINDOW.title in tree
         eng.end("pooled")
+
+
+@pytest.mark.docker
+def test_golden_own_computer_is_the_start_state(cua, tmp_path, docker_client) -> None:
+    """A golden built with keep_computer hands out its build container once: still running as the
+    setup left it (the recorded windows, the session files put back after the commit), while
+    the committed image has none of the build session's files (a fork boots its own desktop)."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.sandbox.docker_provider import DockerProvider
+
+    bundle = load_bundle(salted_copy(tmp_path, [CALC], REPO) / CALC)
+    with DockerProvider(docker_client, run_id="test-own-" + uuid.uuid4().hex[:8]) as p:
+        golden = p.ensure_golden(bundle, cua, keep_computer=True)
+        try:
+            assert not golden.reused and golden.desktop.windows == (CALC_WINDOW,)
+            own = p.take_golden_computer(golden)
+            assert own is not None and p.take_golden_computer(golden) is None  # handed out once
+            with own:
+                res = own.exec(["shinken-desktop-state", "windows", "--expect", json.dumps(golden.desktop.signature()),
+                                "--timeout", "10"], timeout=40)
+                assert res.ok, res.output  # the same windows and focus, without a relaunch
+                files = own.exec(["bash", "-c", "ls /tmp/.X11-unix/X0 /tmp/shinken-session.env; ls -d /tmp/.shinken-hidden"])
+                assert "/tmp/.X11-unix/X0" in files.output and "/tmp/shinken-session.env" in files.output
+                assert "cannot access '/tmp/.shinken-hidden'" in files.output  # put back, folder removed
+                assert own.run_reward(bundle).reward == 0.0
+            # The image holds them moved aside (X lock and socket, session env, boot status, ...).
+            image_files = docker_client.containers.run(golden.image_id, ["bash", "-c",
+                                                       "ls -A /tmp/.shinken-hidden | wc -l; "
+                                                       "test -e /tmp/shinken-session.env && echo session || echo none"],
+                                                       remove=True, network_mode="none").decode().split()
+            assert int(image_files[0]) >= 4 and image_files[1] == "none", image_files
+            with p.fork(golden) as fork:  # a fork boots its own desktop: the hidden files are gone first
+                assert fork.tier is Tier.RELAUNCH
+                assert not fork.exec(["test", "-e", "/tmp/.shinken-hidden"]).ok
+            again = p.ensure_golden(bundle, cua, keep_computer=True)
+            assert again.reused and p.take_golden_computer(again) is None  # nothing kept for a found golden
+        finally:
+            p.delete_golden(golden)
 
 
 @pytest.mark.docker
