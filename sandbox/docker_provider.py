@@ -20,7 +20,7 @@ from shinken.judge.config import JudgeConfig
 from shinken.judge.relay import JudgeRelay, shared_relay
 from shinken.sandbox import goldens, judge_placement, start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError
-from shinken.sandbox.container import Container, UserIds, start_container
+from shinken.sandbox.container import DESKTOP_UP_TIMEOUT_S, Container, UserIds, start_container
 from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
@@ -165,18 +165,25 @@ class DockerProvider:
             self._forks.add(fork)
         try:
             t1 = time.monotonic()
-            if golden.needs_desktop:
+            relaunch = tier is Tier.RELAUNCH and golden.desktop is not None and golden.desktop.needs_relaunch
+            web = self.web is not None and golden.network
+            # A relaunch waits for the desktop itself, in the same exec (one round trip fewer),
+            # unless the hub state must be set in between.
+            joint = relaunch and golden.needs_desktop and not web
+            if golden.needs_desktop and not joint:
                 fork.wait_desktop_boot()
             fork.start_timings = {"container_s": round(t1 - t0, 4), "desktop_s": round(time.monotonic() - t1, 4)}
-            if self.web is not None and golden.network:
+            if web:
                 fork.web_sid = self.web.new_sid()  # set first: a half-made sid is released on close
                 if not self.web.restore(fork, fork.web_sid):
                     fork.web_sid = None
             # The config's launch/open steps are replayed only at the filesystem tier; the other
             # tiers bring those processes back from the record (or had none).
             steps = golden.post_fork if tier is Tier.FILESYSTEM or golden.desktop is None else golden.bundle_post_fork
-            if tier is Tier.RELAUNCH and golden.desktop is not None and golden.desktop.needs_relaunch:
-                fork.start_timings.update(start_state.restore(fork, self._relaunch_record(golden, fork)).timings)
+            if relaunch:
+                seen = start_state.restore(fork, self._relaunch_record(golden, fork),
+                                           wait_desktop=DESKTOP_UP_TIMEOUT_S if joint else None)
+                fork.start_timings.update(seen.timings)
             elif tier is Tier.FILESYSTEM and golden.desktop is not None and any(s.starts_process for s in steps):
                 start_state.clean(fork)  # the replayed apps would meet their build-time locks
             if replay and steps:

@@ -14,7 +14,8 @@ import docker.errors
 from shinken.bundles.model import Bundle
 from shinken.sandbox import start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, tail
-from shinken.sandbox.container import DELETE_RETRIES, Container, UserIds, infra, remove_container, remove_with_retries
+from shinken.sandbox.container import (DELETE_RETRIES, DESKTOP_UP_TIMEOUT_S, Container, UserIds, infra,
+                                      remove_container, remove_with_retries)
 from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_BUNDLE_HASH, LABEL_KIND, labels_for
 from shinken.sandbox.policy import split_setup, task_needs
@@ -89,14 +90,11 @@ def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int
     """Run the bundle's whole config on a fresh container (launch/open steps included; the
     desktop up first: setups drive the GUI, and its processes join the baseline) and record what
     it left running and showing. Returns the numeric ids of `user` and the record."""
-    ids = box.exec(["bash", "-c", "id -u user; id -g user"], timeout=30, user="root")
-    if not ids.ok:
-        raise SetupError(-1, "image", "the image has no user `user`", tail(ids.output), where="image")
-    uid, gid = (int(x) for x in ids.output.split()[:2])
+    # One exec: the desktop's boot waited for, the processes alive before the setup, the user's ids.
+    wait = DESKTOP_UP_TIMEOUT_S if task_needs(bundle).desktop else None
+    doc = start_state.baseline(box, wait_desktop=wait)
+    uid, gid = int(doc["uid"]), int(doc["gid"])
     box.ids = UserIds(uid, gid)
-    if task_needs(bundle).desktop:
-        box.wait_desktop_boot()
-    start_state.baseline(box)
     box.run_steps(bundle.setup, bundle, where="config", deadline=deadline)
     return uid, gid, start_state.record(box)
 

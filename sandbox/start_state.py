@@ -26,6 +26,11 @@ def _json(res: ExecResult, what: str) -> dict[str, Any]:
     if res.exit_code == 127 and GUEST in res.output:
         raise SetupError(-1, "image", f"the image lacks {GUEST} (a guest script of shinken's images); "
                          "rebuild it with `shinken image build`", tail(res.output), where="image")
+    if res.exit_code == 2 and "unrecognized arguments" in res.output:
+        raise SetupError(-1, "image", f"the image's {GUEST} is older than this shinken; rebuild the image with "
+                         "`shinken image build`", tail(res.output), where="image")
+    if res.exit_code == 126 and "unable to find user" in res.output:
+        raise SetupError(-1, "image", "the image has no user `user`", tail(res.output), where="image")
     lines = [ln for ln in res.output.strip().splitlines() if ln.startswith("{")]
     try:
         doc = json.loads(lines[-1]) if lines else None
@@ -36,12 +41,21 @@ def _json(res: ExecResult, what: str) -> dict[str, Any]:
         raise InfraError(f"{GUEST} {what} printed no result ({detail}): {res.output.strip()[-300:]}")
     if doc.get("error"):
         raise InfraError(f"{GUEST} {what} failed: {doc['error']}")
+    if doc.get("desktop_error"):  # --wait-desktop: what Container.wait_desktop_boot would raise
+        raise SetupError(-1, "desktop", str(doc["desktop_error"]), tail(str(doc.get("log") or "")), where="desktop")
     return doc
 
 
-def baseline(box: _Execs) -> None:
-    """Remember the processes alive before the setup runs (the desktop's own)."""
-    _json(box.exec([GUEST, "baseline"], timeout=60), "baseline")
+def _wait_arg(wait_desktop: float | None) -> list[str]:
+    return [] if wait_desktop is None else ["--wait-desktop", str(wait_desktop)]
+
+
+def baseline(box: _Execs, *, wait_desktop: float | None = None) -> dict[str, Any]:
+    """Remember the processes alive before the setup runs (the desktop's own); with wait_desktop,
+    first wait that long for the desktop the container boots (one exec for both). Returns the
+    guest's answer: uid and gid of `user`, desktop_s."""
+    timeout = 60 + (wait_desktop or 0)
+    return _json(box.exec([GUEST, "baseline", *_wait_arg(wait_desktop)], timeout=timeout), "baseline")
 
 
 def record(box: _Execs, *, timeout: float = RECORD_TIMEOUT_S) -> DesktopRecord:
@@ -59,13 +73,14 @@ def clean(box: _Execs) -> None:
 
 
 def restore(box: _Execs, rec: DesktopRecord, *, timeout: float = RESTORE_TIMEOUT_S,
-            clean_first: bool = True) -> Observed:
+            clean_first: bool = True, wait_desktop: float | None = None) -> Observed:
     """Clean, relaunch the record's roots and wait (bounded) for its windows. Raises
-    StartStateError naming what differs when they do not appear."""
-    argv = [GUEST, "restore", "--record", rec.restore_arg(), "--timeout", str(timeout)]
+    StartStateError naming what differs when they do not appear. With wait_desktop, first wait
+    that long for the desktop the container boots (one exec for both; timings get desktop_s)."""
+    argv = [GUEST, "restore", "--record", rec.restore_arg(), "--timeout", str(timeout), *_wait_arg(wait_desktop)]
     if not clean_first:
         argv.append("--no-clean")
-    res = box.exec(argv, timeout=timeout + EXEC_SLACK_S)
+    res = box.exec(argv, timeout=timeout + EXEC_SLACK_S + (wait_desktop or 0))
     seen = Observed.from_guest(_json(res, "restore"))
     diff = differences(rec, seen)
     if diff:

@@ -411,10 +411,14 @@ def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> 
     # relaunch; neither relaunch nor a fresh setup draws the same dialog -> dropped, saying so
     assert by_id["g-kept"]["tier"] == "snapshot" and by_id["g-relaunch"]["tier"] == "relaunch"
     assert by_id["g-relaunch"]["lost_processes"] == ["sleep 1000"]
-    # K=2: the golden's own build computer and one relaunched, checked fork
-    assert by_id["g-relaunch"]["start_state"]["checked"] == 1
-    assert by_id["g-relaunch"]["start_state"]["computers"] == ["golden", "relaunch"]
-    assert by_id["g-kept"]["start_state"]["computers"] == ["golden", "snapshot"]
+    # K=2: a golden built in this run scores one no-op on its own build computer and one on a
+    # relaunched, checked fork; a golden found from an earlier run (these bundles are not salted)
+    # has no build computer, so both are checked forks
+    for tid, tier in (("g-relaunch", "relaunch"), ("g-kept", "snapshot")):
+        line = by_id[tid]
+        built = not line["timings"]["golden_reused"]
+        assert line["start_state"]["computers"] == (["golden", tier] if built else [tier, tier]), line
+        assert line["start_state"]["checked"] == ((1 if built else 2) if tier == "relaunch" else 0), line
     fid = by_id["g-fidelity"]
     assert fid["tier"] is None and "relaunch: missing dialog 'draw-" in fid["detail"]
     assert "reprovision: missing dialog 'draw-" in fid["detail"] and "unexpected dialog 'draw-" in fid["detail"]

@@ -279,3 +279,44 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
             eng.end("tampered")
     finally:
         docker_client.images.remove(tampered.id, force=True)
+
+
+@pytest.mark.docker
+def test_guest_desktop_wait_reports_what_failed(cua, docker_client) -> None:
+    """baseline/restore --wait-desktop (one exec for the desktop wait and the work): a desktop boot
+    that failed is the SetupError a separate wait would raise, with the boot log; one that never
+    finishes is bounded; an image without `user` is named as such."""
+    from shinken.sandbox import start_state
+    from shinken.sandbox.api import SetupError
+    from shinken.sandbox.container import Container, UserIds, remove_container, start_container
+    from shinken.sandbox.docker_provider import DockerProvider
+
+    p = DockerProvider(docker_client, run_id="test-wait-" + uuid.uuid4().hex[:8])
+    cid = start_container(p.api, p.resolve_image(cua), {"shinken.kind": "fork", "shinken.run": p.run_id},
+                          p._host_config(False), desktop=False)  # no desktop boots in it
+    box = Container(p.api, cid, UserIds(1000, 1000), False)
+    try:
+        with pytest.raises(SetupError) as never:
+            start_state.baseline(box, wait_desktop=1)
+        assert never.value.where == "desktop" and "did not come up within 1s" in str(never.value)
+        box.exec(["bash", "-c", "echo 'Xvfb: no screens' > /tmp/.shinken-desktop-boot.log; "
+                  "echo 1 > /tmp/.shinken-desktop-boot.rc"], user="root")
+        rec = DesktopRecord(roots=(Root(("evince", "/tmp/x.pdf"), "/home/user", 1000, {}),),
+                            windows=(Window("evince", "frame", "x.pdf"),), active="x.pdf")
+        for call in (lambda: start_state.baseline(box, wait_desktop=5),
+                     lambda: start_state.restore(box, rec, timeout=5, wait_desktop=5)):
+            with pytest.raises(SetupError) as failed:
+                call()
+            assert failed.value.where == "desktop" and "exit 1" in str(failed.value)
+            assert "no screens" in failed.value.output_tail
+        doc = start_state.baseline(box)  # without the wait: the user's ids, as `id` would say
+        assert (doc["uid"], doc["gid"]) == (1000, 1000)
+    finally:
+        remove_container(p.api, cid)
+    bare = docker_client.containers.run("shinken/base-bookworm:latest", ["sleep", "infinity"], detach=True,
+                                        network_mode="none")
+    try:
+        with pytest.raises(SetupError, match="no user `user`"):
+            start_state.baseline(Container(p.api, bare.id, UserIds(1000, 1000), False))
+    finally:
+        bare.remove(force=True)
