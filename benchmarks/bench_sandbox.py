@@ -32,12 +32,10 @@ from shinken.sandbox.ownership import labels_for
 from shinken.sandbox.policy import task_needs
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.timing import pct, timed_acquires  # noqa: E402
+
 SPREADSHEET = REPO / "demo" / "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def summary(xs: list[float]) -> dict[str, float]:
@@ -115,16 +113,8 @@ def main() -> int:
             res["zenity_fork_to_ready"] = summary(timed_forks(p, g_zen, 8))
 
             k = 3
-            acq = []
             with p.pool(g_hello, k) as pool:
-                for _ in range(max(15, n // 2)):
-                    deadline = time.monotonic() + 60
-                    while pool.ready < k and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                    t0 = time.perf_counter()
-                    f = pool.acquire()
-                    acq.append(time.perf_counter() - t0)
-                    f.close()
+                acq = timed_acquires(pool, max(15, n // 2), ready=k)
             res["pool_acquire"] = summary(acq)
 
             # interleaved, so both sides see the same machine load
@@ -138,16 +128,8 @@ def main() -> int:
             for _ in range(6):
                 re_files.append(reprovision(p, sheet, image, desktop=False))
                 fork_files += timed_forks(p, g_files, 2)
-            sheet_acq = []
             with p.pool(g_sheet, 2) as pool:
-                for _ in range(8):
-                    deadline = time.monotonic() + 60
-                    while pool.ready < 2 and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                    t0 = time.perf_counter()
-                    f = pool.acquire()
-                    sheet_acq.append(time.perf_counter() - t0)
-                    f.close()
+                sheet_acq = timed_acquires(pool, 8, ready=2)
             res["spreadsheet"] = {
                 "golden_build_s": round(g_sheet.build_seconds, 3),
                 "reprovision": summary(re_times),

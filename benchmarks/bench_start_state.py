@@ -37,15 +37,11 @@ from shinken.tiers import Tier
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from benchmarks.timing import pct, timed_acquires  # noqa: E402
 from tests.desktop_demos import CALC, DESKTOP_DEMOS, EVINCE, WRITER, salted_copy  # noqa: E402
 
 APPS = {"calc": CALC, "writer": WRITER, "evince": EVINCE}
 PHASES = ("container_s", "desktop_s", "clean_s", "launch_s", "first_window_s", "wait_s")
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def summary(xs: list[float]) -> dict[str, float]:
@@ -54,7 +50,7 @@ def summary(xs: list[float]) -> dict[str, float]:
 
 
 def fork_to_ready(p: DockerProvider, bundle, golden, n: int) -> dict:
-    cold, reprov, pooled, phases = [], [], [], {k: [] for k in PHASES}
+    cold, reprov, phases = [], [], {k: [] for k in PHASES}
     for _ in range(n):
         t0 = time.perf_counter()
         f = p.fork(golden, tier=Tier.RELAUNCH)  # returns once the recorded windows are there and checked
@@ -69,14 +65,7 @@ def fork_to_ready(p: DockerProvider, bundle, golden, n: int) -> dict:
         reprov.append(time.perf_counter() - t0)
         f.close()
     with p.pool(golden, 1, tier=Tier.RELAUNCH) as pool:
-        for _ in range(n):
-            deadline = time.monotonic() + 300
-            while pool.ready < 1 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            t0 = time.perf_counter()
-            f = pool.acquire()
-            pooled.append(time.perf_counter() - t0)
-            f.close()
+        pooled = timed_acquires(pool, n, ready=1, timeout=300, poll=0.05)
     cold_s, reprov_s = summary(cold), summary(reprov)
     return {"cold_fork": cold_s, "reprovision": reprov_s, "pooled_acquire": summary(pooled),
             "cold_over_reprovision_p50": round(cold_s["p50"] / reprov_s["p50"], 3),

@@ -99,10 +99,9 @@ def bench_gym(tmp: Path, image: str, rollouts: int) -> dict[str, float]:
     data = f"resources_servers/{gh.NAME}/data"
     policy = sp.PolicyServer().start()
     gh.point_at_policy(ws, policy.base_url)
-    c, venvs = gh.runner(ws, tmp / "venvs")
-    pid = None
-    try:
-        pid, _, start_s = gh.start_servers(c, f"gym env start --environment {gh.NAME} --config {gh.MODEL_CONFIG}")
+    with gh.gym_session(ws, tmp / "venvs", policy) as session:
+        c = session.container
+        _, start_s = session.start(f"gym env start --environment {gh.NAME} --config {gh.MODEL_CONFIG}")
         # Warm the goldens once so the figure is the steady-state loop, not the first build.
         warm = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {data}/example.jsonl "
                       "--output results/warm.jsonl --limit 2 --concurrency 2")
@@ -114,12 +113,6 @@ def bench_gym(tmp: Path, image: str, rollouts: int) -> dict[str, float]:
         elapsed = time.monotonic() - t1
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         rows = [json.loads(x) for x in (ws / "results" / "bench.jsonl").read_text().splitlines() if x.strip()]
-    finally:
-        if pid is not None:
-            gh.interrupt(pid)
-        c.stop()
-        venvs.release()
-        policy.stop()
     rewards = [x["reward"] for x in rows]
     for x in rows:
         if x["reward"] < 1.0:  # show why, with the calls the policy made

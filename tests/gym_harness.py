@@ -23,6 +23,7 @@ and a second session at the same time builds private venvs instead of sharing a 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import http.client
@@ -326,6 +327,43 @@ def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None) -> tup
         venvs.release()
         raise
     return c, venvs
+
+
+@dataclass
+class GymSession:
+    """A runner container with `gym env start` run in it (start()); gym_session() tears it down."""
+
+    container: GymContainer
+    pid: int | None = None  # the `gym env start` process while it runs
+
+    def start(self, command: str, timeout: float = 1800) -> tuple[str, float]:
+        """Start the servers; (their log, seconds until ready)."""
+        self.pid, log, ready_s = start_servers(self.container, command, timeout)
+        return log, ready_s
+
+    def stop_servers(self) -> None:
+        """Ctrl-C for the servers (idempotent), e.g. before checking what they released."""
+        if self.pid is not None:
+            interrupt(self.pid)
+            self.pid = None
+
+
+@contextlib.contextmanager
+def gym_session(ws: Path, private: Path, policy: Any = None, *,
+                env: dict[str, str] | None = None) -> Iterator[GymSession]:
+    """A runner for workspace `ws` (see runner()); on the way out, whatever happened: the servers
+    interrupted, the container stopped, the venvs released and `policy` (a scripted policy
+    server) stopped."""
+    c, venvs = runner(ws, private, env=env)
+    session = GymSession(c)
+    try:
+        yield session
+    finally:
+        session.stop_servers()
+        c.stop()
+        venvs.release()
+        if policy is not None:
+            policy.stop()
 
 
 def point_at_policy(ws: Path, base_url: str) -> None:

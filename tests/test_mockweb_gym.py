@@ -68,11 +68,9 @@ def test_gym_serves_a_web_task_with_one_sid_per_rollout(tmp_path: Path, hub_imag
     sp.MATCH.setdefault(STAR, "'Quarterly report'")  # how the policy server names the task it serves
     policy = sp.PolicyServer(decide=star_by_toggle).start()
     gh.point_at_policy(ws, policy.base_url)
-    c, venvs = gh.runner(ws, tmp_path / "venvs")
-    pid = None
-    pids: set[int] = set()
-    try:
-        pid, log, _ = gh.start_servers(c, next(x for x in made["commands"] if x.startswith("gym env start ")))
+    with gh.gym_session(ws, tmp_path / "venvs", policy) as session:
+        c = session.container
+        log, _ = session.start(next(x for x in made["commands"] if x.startswith("gym env start ")))
         cmd = next(x for x in made["commands"] if x.startswith("gym eval run --no-serve"))
         assert "--limit 5 --concurrency 2" in cmd
         out = "results/web_rollouts.jsonl"
@@ -89,15 +87,8 @@ def test_gym_serves_a_web_task_with_one_sid_per_rollout(tmp_path: Path, hub_imag
         assert len(sids) == 5, sids  # every rollout toggled its own sid
         assert not policy.errors
         pids = c.pids()
-        gh.interrupt(pid)  # Ctrl-C: Gym stops its servers
-        pid = None
+        session.stop_servers()  # Ctrl-C: Gym stops its servers
         assert gh.containers_owned_by(pids, ("fork", "pool")) == []  # released at /verify
-    finally:
-        if pid is not None:
-            gh.interrupt(pid)
-        c.stop()
-        venvs.release()
-        policy.stop()
     # Gym gives a server 1 s after Ctrl-C (an orphaned one dies with the container): too little for
     # its engine to close. Its hub and run network are then a dead owner's, which gc reclaims.
     for server_pid in {int(o.split("/")[1]) for o in _hub_owners(docker_client)} & pids:

@@ -25,11 +25,19 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 LAUNCHER = """
 import sys, uvicorn
 sys.path.insert(0, {server!r})
-from unittest.mock import MagicMock  # the server never calls other Gym servers
+from unittest.mock import MagicMock
 from nemo_gym.server_utils import ServerClient
 from app import ShinkenCuaResourcesServer, load_config
+# No head server runs here: the resources server never calls other Gym servers. The stand-in
+# passes the constructor's type check and fails loudly (in the test's log and the reply) if
+# any of ServerClient's methods is ever called.
+client = MagicMock(spec=ServerClient)
+for name in dir(ServerClient):
+    if not name.startswith("_") and callable(getattr(ServerClient, name, None)):
+        getattr(client, name).side_effect = AssertionError(
+            f"the shinken resources server called ServerClient.{{name}}; it must not call other servers")
 cfg = load_config().model_copy(update={{"port": {port}}})
-server = ShinkenCuaResourcesServer(config=cfg, server_client=MagicMock(spec=ServerClient))
+server = ShinkenCuaResourcesServer(config=cfg, server_client=client)
 uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
 """
 
