@@ -1,5 +1,6 @@
-"""Probe one task: build (or reuse) its golden, then K no-op forks (fork, post-fork
-replay, postconfig, reward) and optional rollout replays. Pure of any executor: the
+"""Probe one task: build (or reuse) its golden, then K no-op probes (on the golden's own build
+computer when it was built now, and on forks: fork, post-fork replay, postconfig, reward) and
+optional rollout replays. Pure of any executor: the
 local thread pool and Ray both call `probe_task` and get a plain dict back (a receipt
 line). Infrastructure failures are retried here and never counted against the task."""
 

@@ -125,7 +125,7 @@ def _provenance_rows(prov: dict[str, Any]) -> list[tuple[str, str]]:
     hashes = ", ".join(f"`{h}`" for h in probe["config_hashes"]) or "not recorded"
     settings = []
     if probe.get("repeats"):
-        settings.append(f"{probe['repeats']} no-op fork(s) per task")
+        settings.append(f"{probe['repeats']} no-op probe(s) per task")
     if probe.get("state_fidelity"):
         settings.append(f"state fidelity `{probe['state_fidelity']}`")
     if probe.get("executor"):

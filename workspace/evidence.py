@@ -79,7 +79,7 @@ def _sha256(path: Path) -> str:
 def _determinism(receipt: dict[str, Any], lines: dict[str, dict[str, Any]], ids: list[str]) -> tuple[str, str]:
     summary = receipt.get("summary", {})
     if int(summary.get("repeats") or 1) < 2:
-        return "unknown", "the probe ran one no-op fork per task (--repeats 1): start-state determinism unchecked"
+        return "unknown", "the probe ran one no-op probe per task (--repeats 1): start-state determinism unchecked"
     missing = [i for i in ids if i not in lines]
     if missing:
         return "unknown", f"{len(missing)} task(s) have no receipt line (e.g. {missing[0]})"
@@ -88,7 +88,8 @@ def _determinism(receipt: dict[str, Any], lines: dict[str, dict[str, Any]], ids:
     if unchecked:
         return "unknown", (f"{len(unchecked)} task(s) (e.g. {unchecked[0]}) were probed with --state-fidelity "
                            "filesystem: their start state was not checked")
-    return "seeded", f"every task forks a golden; {summary.get('repeats')} no-op forks per task agreed"
+    return "seeded", (f"every task forks a golden; {summary.get('repeats')} no-op probes per task agreed "
+                      "(a fork's and the golden's own computer's or another fork's)")
 
 
 def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, Any] | None,
