@@ -21,8 +21,10 @@ set -x
 "$S" triage demo --image "$IMAGE" --report "$OUT/triage.json"
 # demo/solutions.jsonl: a recorded rollout that solves hello-file; the probe replays it on a real
 # fork, and make-workspace turns what reproduced into a full-reward verifier case.
+# Concurrency 3 on 2 cores: the setups' own sleeps leave a core idle at 2, 4 runs out of CPU
+# (docs/tiers.md, "Probe throughput"; this probe: 45.7 s at 2, 39.9 s at 3, fresh goldens).
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
-  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 2
+  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 3
 # The demo tasks were written for this repository and carry its license.
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --rollouts demo/solutions.jsonl --license Apache-2.0 --image "$IMAGE" --force
