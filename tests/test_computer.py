@@ -48,7 +48,11 @@ def task_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(task_root, sandbox_image):
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600)
+    # No gc of dead owners here: it lives through the module, and every engine of this process
+    # takes test_maintenance_reclaims_forks_of_dead_owners' "dead" orphan (our pid, another
+    # start time) for its own to reclaim; a pass of this one in that test's window took it
+    # first (seen once in CI: the orphan gone, the test's engine reclaimed 0).
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600, gc_interval_s=None)
     yield eng
     eng.close()
 
