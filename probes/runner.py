@@ -343,15 +343,17 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         # Scored while the first tier's forks are made (it needs nothing from them).
         own_run = side.submit(_score_own, own, bundle, cfg) if own is not None else None
 
-        def n_forks(tier: Tier) -> int:
+        def with_own(tier: Tier) -> bool:
             # The golden's own computer keeps the setup's processes: it stands for every tier
             # that reproduces them, never for the filesystem tier (whose forks lose them).
-            return k - 1 if own_run is not None and tier is not Tier.FILESYSTEM else k
+            return own_run is not None and tier is not Tier.FILESYSTEM
+
+        def n_forks(tier: Tier) -> int:
+            return k - 1 if with_own(tier) else k
 
         ahead = side.submit(_forks_at, provider, golden, bundle, cfg, Tier.REPROVISION, n_forks(Tier.REPROVISION)) \
             if _reprovision_ahead(golden, tiers) else None
         for tier in tiers:
-            with_own = own_run is not None and tier is not Tier.FILESYSTEM
             try:
                 if tier is Tier.REPROVISION and ahead is not None:
                     results = ahead.result()
@@ -363,7 +365,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
             att.tier = tier
             checked = len(results) if tier.checked else 0
             computers = [tier.value] * len(results)
-            if with_own and own_run is not None:
+            if with_own(tier) and own_run is not None:  # (the second test is for the type checker)
                 results = [own_run.result(), *results]  # its infra failure voids the attempt too
                 computers = ["golden", *computers]
             break

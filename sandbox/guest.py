@@ -42,8 +42,8 @@ printf '\n%s %d %d %d\n' "$N" "$rc" $((o1-o0)) $((p1-p0)) >&2
 # for the exit status file. (Root runs it; shinken-desktop-up drops to `user` itself.)
 # A golden whose build container was kept as a computer holds, in /tmp/.shinken-hidden, the build
 # session's files that were moved aside for the commit (see SNAPSHOT): stale here, so removed first.
-DESKTOP_BOOT = r"""rm -rf /tmp/.shinken-hidden
-shinken-desktop-up >/tmp/.shinken-desktop-boot.log 2>&1; echo $? > /tmp/.shinken-desktop-boot.tmp
+HIDDEN = "/tmp/.shinken-hidden"  # in a golden image: removed when a fork boots (DESKTOP_BOOT)
+DESKTOP_BOOT = f"rm -rf {HIDDEN}\n" + r"""shinken-desktop-up >/tmp/.shinken-desktop-boot.log 2>&1; echo $? > /tmp/.shinken-desktop-boot.tmp
 mv -f /tmp/.shinken-desktop-boot.tmp /tmp/.shinken-desktop-boot.rc
 exec sleep infinity
 """
@@ -132,9 +132,6 @@ if CLEAN:
                 pass
 print(json.dumps({'procs': procs, 'launched': launched, 'moved': moved}))
 """
-
-
-HIDDEN = "/tmp/.shinken-hidden"  # in a golden image: removed when a fork boots (DESKTOP_BOOT)
 
 
 def snapshot_script(clean: str | None) -> str:
