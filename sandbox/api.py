@@ -1,5 +1,5 @@
 """The sandbox contract: result types, typed errors and the Provider / Fork / ForkPool
-protocols every caller codes against (the reward grammar is sandbox/reward.py).
+protocols every caller codes against (the reward grammar is needs/reward.py).
 
 No Docker import here, so probe / gc / workspace code can depend on these types
 without pulling in an engine."""

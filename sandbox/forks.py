@@ -18,7 +18,7 @@ from shinken.bundles.model import Bundle
 from shinken.sandbox import guest, judge_placement
 from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, StartStateError, tail
 from shinken.sandbox.container import Container, UserIds, infra, remove_container
-from shinken.sandbox.reward import classify_reward_run
+from shinken.needs.reward import classify_reward_run
 from shinken.tiers import Tier
 
 if TYPE_CHECKING:

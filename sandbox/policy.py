@@ -41,7 +41,7 @@ def task_needs(bundle: Bundle) -> TaskNeeds:
     # The display decision is triage's evidence (app_type, launched GUI programs, from
     # Python too, GUI automation), so a task whose setup starts Chrome gets a desktop even
     # when its app_type says `os` or `mock_websites`.
-    from shinken.triage.analyze import desktop_evidence
+    from shinken.needs.analyze import desktop_evidence
 
     declared = {x for x in bundle.raw.get("shinken_needs") or [] if isinstance(x, str)}
     desktop_why = [

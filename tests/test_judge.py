@@ -21,7 +21,7 @@ from shinken.errors import ShinkenError
 from shinken.judge.config import GUEST_MODULE, JudgeConfig
 from shinken.judge.relay import JudgeRelay
 from shinken.sandbox import judge_placement
-from shinken.sandbox.reward import JUDGE_ERROR_MARK
+from shinken.needs.reward import JUDGE_ERROR_MARK
 from tests.judge_server import JudgeServer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from shinken.sandbox.api import tail
-from shinken.sandbox.reward import classify_reward_run, parse_reward_output
+from shinken.needs.reward import classify_reward_run, parse_reward_output
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ MARKER_VARIANTS = [
 
 @pytest.mark.parametrize("source, output, verdict", MARKER_VARIANTS, ids=[v[1] for v in MARKER_VARIANTS])
 def test_triage_and_sandbox_read_the_marker_alike(source: str, output: str, verdict: str | None) -> None:
-    from shinken.triage.pyscan import analyze
+    from shinken.needs.pyscan import analyze
 
     static = analyze(f"import sys\n{source}\n".encode(), (3, 11), reward=True).marker
     assert {"no_marker": "none"}.get(static, static) == verdict, static

@@ -22,7 +22,7 @@ from shinken.triage.evaluate import Capabilities
 from shinken.triage.manifest import load_manifest_file, load_mock_urls
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
-from shinken.triage.shell import command_needs, script_needs
+from shinken.needs.shell import command_needs, script_needs
 from tests.variant_cases import VARIANT_CASES
 
 DATA = Path(__file__).parent / "data"
@@ -577,7 +577,7 @@ def test_terminal_and_file_manager_launches_are_the_manifest_apps(tmp_path: Path
 def test_python_launches_and_fetches_from_the_ast() -> None:
     import ast
 
-    from shinken.triage.pyflow import scan
+    from shinken.needs.pyflow import scan
 
     src = b'''import os, shlex, subprocess, webbrowser
 from subprocess import Popen
@@ -620,7 +620,7 @@ webbrowser.open("https://help.example-docs.net/start")
 
 
 def test_instruction_urls_count_only_where_the_agent_goes() -> None:
-    from shinken.triage.urls import instruction_url_needs
+    from shinken.needs.urls import instruction_url_needs
 
     goes = ["Go to https://www.example-wiki.net and find the capital", "Open the page https://x.example.net/a",
             "Download the CSV from https://data.example-gov.net/x.csv", "Search https://scholar.example.net for it",

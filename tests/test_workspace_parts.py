@@ -64,17 +64,21 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
                    "shinken/bundles/loader.py", "shinken/errors.py", "shinken/schemas/task.schema.json"]:
         assert needed in modules, needed
     # The commands and everything around them stay out (the engine's own imports decide the rest:
-    # e.g. sandbox.policy reads triage.analyze for a fork's desktop evidence, so that module is in).
-    for part in ["benchmarks", "cli", "probes", "workspace", "workspace_templates", "publish", "profiles", "report",
-                 "tests", "demo", "docs", "scripts"]:
+    # e.g. sandbox.policy reads needs.analyze for a fork's desktop evidence, so that module is in,
+    # and none of triage: its run, cache and report sit above the sandbox).
+    assert "shinken/needs/analyze.py" in modules and "shinken/needs/reward.py" in modules
+    for part in ["benchmarks", "cli", "probes", "triage", "workspace", "workspace_templates", "publish", "profiles",
+                 "report", "tests", "demo", "docs", "scripts"]:
         assert not any(n.startswith(f"shinken/{part}/") for n in modules), part
+    folders = {n.split("/")[1] for n in modules if n.count("/") >= 2}
+    assert folders == {"bundles", "computer", "images", "judge", "mockweb", "needs", "sandbox", "schemas"}, folders
     assert not any(n.endswith((".toml", ".md", ".txt")) for n in modules)
     # The engine reads the default image name from images.build: that module, not the image recipes.
     assert not any(n.startswith("shinken/images/") and not n.endswith(".py") for n in modules)
     assert not any(n.endswith("entry_points.txt") for n in names)  # no CLI in the server's venv
     requires = {ln.split(":", 1)[1].strip().split(">")[0].split("=")[0] for ln in meta.splitlines()
                 if ln.startswith("Requires-Dist:")}
-    assert {"docker", "orjson"} <= requires and not requires & {"typer", "huggingface_hub", "zstandard"}
+    assert {"docker", "orjson"} <= requires and not requires & {"typer", "rich", "huggingface_hub", "zstandard"}
     # The closure is complete: the modules import from the wheel alone (beside third-party packages).
     (tmp_path / "site").mkdir()
     with zipfile.ZipFile(wheel) as zf:

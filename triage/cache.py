@@ -28,19 +28,21 @@ import orjson
 
 from shinken.runtime import cache_root
 
-ANALYSIS_VERSION = 4  # bump when analysis output (triage/analyze.py) changes: invalidates every cache entry
+ANALYSIS_VERSION = 4  # bump when analysis output (needs/analyze.py) changes: invalidates every cache entry
 
 
 @functools.cache
 def code_fingerprint() -> str:
-    """Hash of the code an analysis depends on (triage, the bundle loader, the task
-    schema): editing any of it invalidates cached analyses without a manual version bump."""
+    """Hash of the code an analysis depends on (triage, the static reading in needs/, the
+    bundle loader, the task schema): editing any of it invalidates cached analyses without a
+    manual version bump."""
     import shinken.bundles.loader as loader
+    import shinken.needs as needs
     import shinken.schemas as schemas
 
     h = hashlib.sha256()
-    files = sorted(Path(__file__).parent.glob("*.py")) + [Path(loader.__file__),
-                                                         Path(schemas.__file__).parent / "task.schema.json"]
+    files = (sorted(Path(__file__).parent.glob("*.py")) + sorted(Path(needs.__file__).parent.glob("*.py"))
+             + [Path(loader.__file__), Path(schemas.__file__).parent / "task.schema.json"])
     for f in files:
         try:
             h.update(f.name.encode() + b"\0" + f.read_bytes())

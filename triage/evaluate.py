@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from shinken.triage.codes import CODES, verdict_for
-from shinken.triage.vocab import DISTRIBUTION, stdlib_status
+from shinken.needs.vocab import DISTRIBUTION, stdlib_status
 
 
 @dataclass(frozen=True)

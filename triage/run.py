@@ -39,7 +39,7 @@ class TriageRun:
 
 def _safe_analyze(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     # Imported where it is used: a re-run that analyses nothing never loads the analysers.
-    from shinken.triage.analyze import analyze_folder
+    from shinken.needs.analyze import analyze_folder
 
     try:
         return analyze_folder(folder, py)
@@ -182,7 +182,7 @@ def analyze_root(root: str | os.PathLike[str], py: tuple[int, int], *, workers: 
 
 
 def _symlink_result(link: str) -> dict[str, Any]:
-    from shinken.triage.analyze import symlink_folder_result
+    from shinken.needs.analyze import symlink_folder_result
 
     return symlink_folder_result(link)
 
@@ -289,7 +289,7 @@ def _triage_root(
             progress(done, st.folders)
 
     if misses:
-        import shinken.triage.analyze  # noqa: F401  (once, before the workers fork)
+        import shinken.needs.analyze  # noqa: F401  (once, before the workers fork)
     n_workers = min(workers or default_workers(), max(1, len(misses) // CHUNK))
     if len(misses) < INLINE_BELOW or n_workers <= 1:
         st.workers = 1

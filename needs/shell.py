@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from shinken.triage import pyscan
-from shinken.triage.urls import fetched_url_needs
-from shinken.triage.vocab import BROWSERS, GUI_PROGRAMS, SOFFICE_FLAGS
+from shinken.needs import pyscan
+from shinken.needs.urls import fetched_url_needs
+from shinken.needs.vocab import BROWSERS, GUI_PROGRAMS, SOFFICE_FLAGS
 
 Need = list  # [kind, [alternatives...], where]
 

@@ -12,8 +12,8 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 
-from shinken.sandbox.reward import CANONICAL_WORD, SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
-from shinken.triage import pyflow
+from shinken.needs.reward import CANONICAL_WORD, SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
+from shinken.needs import pyflow
 
 HOST_PY = sys.version_info[:2]
 PARSE_CAP = 1024 * 1024  # rewards are KBs; a MiB-sized "script" is not worth parsing

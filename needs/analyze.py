@@ -16,9 +16,9 @@ import orjson
 
 from shinken.bundles.loader import read_bundle
 from shinken.bundles.model import Bundle, SetupStep
-from shinken.triage import pyscan, shell
-from shinken.triage.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
-from shinken.triage.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, AppTypeReading, app_type_needs
+from shinken.needs import pyscan, shell
+from shinken.needs.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
+from shinken.needs.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, AppTypeReading, app_type_needs
 
 # GUI program names anywhere in a setup script (heredocs included) mark a desktop task;
 # a hint for the class only, never a requirement (it may be a comment).
