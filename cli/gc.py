@@ -86,7 +86,8 @@ def gc(
     resources carrying shinken labels are ever touched; anything a live process owns is kept
     (unless --all or --older-than says otherwise). See docs/gc.md.
     """
-    from shinken.sandbox import gc as sandbox_gc
+    from shinken import reclaim
+    from shinken.sandbox.gc import parse_duration
     from shinken.schemas import check_own
 
     output = Output(json_out)
@@ -94,15 +95,15 @@ def gc(
     older_s: float | None = None
     if older_than is not None:
         try:
-            older_s = sandbox_gc.parse_duration(older_than)
+            older_s = parse_duration(older_than)
         except ValueError as exc:
             raise ShinkenError(f"--older-than: {exc}") from exc
     from shinken.sandbox.docker_client import connect
 
     client = connect()
 
-    items = sandbox_gc.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
-                                        label_filter=label_filter or None)
+    items = reclaim.find_reclaimable(client, include_goldens=include_goldens, older_than=older_s, all_=all_,
+                                     label_filter=label_filter or None)
     do_it = force
     prompted = all_ and not force and bool(items)
     if prompted:
@@ -115,7 +116,7 @@ def gc(
         except typer.Abort:  # no answer (stdin closed): the safe one
             do_it = False
 
-    reclaimed, failed = sandbox_gc.reclaim(client, items) if do_it else ([], [])
+    reclaimed, failed = reclaim.reclaim(client, items) if do_it else ([], [])
     doc = {
         "schema": SCHEMA_ID,
         "dry_run": not do_it,

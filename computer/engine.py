@@ -9,7 +9,7 @@ Lifecycle (see docs/computer.md):
 - Ownership is bounded: a maintenance thread reaps sessions idle past `idle_ttl_s`, evicts goldens
   by LRU/TTL through the provider, retries failed deletions in bounded batches (new seeds are
   refused while the backlog is at its high-water mark, rather than leaking further), and asks
-  shinken.sandbox.gc to reclaim forks of dead owners. `close()` is terminal and waits for calls in
+  shinken.reclaim to reclaim forks of dead owners. `close()` is terminal and waits for calls in
   flight.
 """
 
@@ -610,18 +610,18 @@ class ComputerEngine:
         network of their web session (Gym kills a server 1 s after its SIGINT, before its engine
         can close). Only what is labelled ENGINE_LABELS: a provider passed in by the caller makes
         forks this leaves alone."""
-        from shinken.sandbox import gc
+        from shinken import reclaim
         from shinken.sandbox.docker_provider import DockerProvider
 
         if not isinstance(self.provider, DockerProvider):
             return  # gc reads Docker labels; another provider reclaims its own way
         client = self.provider.client
         try:
-            items = gc.find_reclaimable(client, include_goldens=False, include_temp_dirs=False,
-                                        label_filter=ENGINE_LABELS)
+            items = reclaim.find_reclaimable(client, include_goldens=False, include_temp_dirs=False,
+                                             label_filter=ENGINE_LABELS)
             items = [i for i in items if i.kind in ("fork", "pool", "hub", "network")]
             if items:
-                reclaimed, failed = gc.reclaim(client, items)
+                reclaimed, failed = reclaim.reclaim(client, items)
                 self.stats["gc_reclaimed"] += len(reclaimed)
                 for f in failed:
                     log.warning("gc could not reclaim %s: %s", f.id, f.error)

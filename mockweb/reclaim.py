@@ -1,5 +1,5 @@
 """What `shinken gc` reclaims of mock web runs besides containers: run networks of dead
-owners, and sids left in running hubs.
+owners, and sids left in running hubs (shinken.reclaim runs these in its pass).
 
 Every sid shinken makes is `shk-<owner key>-<random>`, and each hub holds the owner label of
 every key (mockweb.hub.write_owner_lease), so a sid whose owner died is found like any other
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from shinken.mockweb import hub as hubs
 from shinken.mockweb.network import remove_run_network, run_networks
+from shinken.sandbox.gc import Reclaimable, format_duration
 from shinken.sandbox.ownership import LABEL_CREATED, LABEL_OWNER, LABEL_RUN, LABEL_TASK
 
 SID_RESOURCE = "sid"
@@ -23,8 +24,6 @@ NETWORK_RESOURCE = "network"
 
 
 def find_networks(client: Any, *, decide: Any, verdict_of: Any, label_filter: Mapping[str, str] | None) -> list[Any]:
-    from shinken.sandbox.gc import Reclaimable
-
     found = []
     for n in run_networks(client):
         labels = n.get("Labels") or {}
@@ -44,8 +43,6 @@ def find_sids(client: Any, *, decide: Any, verdict_of: Any, older_than: float | 
               now: float | None = None) -> list[Any]:
     """Leftover sids. A label filter matches a sid through its lease (owner and run labels
     only); unleased sids match no filter."""
-    from shinken.sandbox.gc import Reclaimable, format_duration
-
     now = time.time() if now is None else now
     if set(label_filter or {}) - {LABEL_OWNER, LABEL_RUN}:
         return []  # no lease carries such a label: no need to ask every hub on the daemon

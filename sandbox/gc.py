@@ -1,8 +1,11 @@
-"""Find and reclaim what dead shinken processes left behind: containers (forks, pools,
-build and server containers), golden images and registered temporary folders.
+"""Find and remove what dead shinken processes left behind in the sandbox's own rooms:
+containers (forks, pools, build and server containers), golden images and registered
+temporary folders, one kind of resource at a time.
 
-One code path serves `shinken gc` and any long-lived process (sandbox server, engine)
-that wants to clean up after its dead sessions: `find_reclaimable` then `reclaim`.
+The whole pass (these plus the mock web's run networks and hub sids) is shinken.reclaim,
+above this module and shinken.mockweb: `shinken gc` and any long-lived process (sandbox
+server, engine) that cleans up after its dead sessions call its `find_reclaimable` then
+`reclaim`.
 
 Safety rules, in order of importance:
 - only resources carrying shinken labels (`shinken.managed=1` plus a known `shinken.kind`)
@@ -20,8 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,7 +33,6 @@ from shinken.runtime import (
     Liveness,
     owner_liveness,
     read_owner_marker,
-    runtime_root,
     temp_dir_entries,
 )
 from shinken.sandbox.ownership import (
@@ -136,7 +137,7 @@ def _created(labels: Mapping[str, str], fallback: float | None) -> float | None:
         return fallback
 
 
-def _decide(liveness: Liveness, created: float | None, *, older_than: float | None, all_: bool,
+def decide(liveness: Liveness, created: float | None, *, older_than: float | None, all_: bool,
             now: float) -> str | None:
     """The reason a resource may be reclaimed, or None when it must be kept."""
     if all_:
@@ -163,34 +164,7 @@ def _docker_filters(label_filter: Mapping[str, str] | None) -> dict[str, list[st
 # ---------------------------------------------------------------- discovery
 
 
-def find_reclaimable(client: Any, *, include_goldens: bool = False, older_than: float | None = None,
-                     all_: bool = False, label_filter: Mapping[str, str] | None = None,
-                     temp_root: Path | None = None, include_temp_dirs: bool = True) -> list[Reclaimable]:
-    """Everything shinken-labelled that may be reclaimed now, containers first, then golden
-    images, then temporary folders (the order `reclaim` removes them in).
-
-    client: a docker.DockerClient, or None to look at temporary folders only.
-    older_than: seconds; resources created longer ago are reclaimable even if their owner lives
-    (golden images excepted: a live holder always keeps them).
-    label_filter: only resources carrying all these labels (temp folders: the labels they were
-    registered with)."""
-    now = time.time()
-    items: list[Reclaimable] = []
-    if client is not None:
-        containers = _find_containers(client, older_than=older_than, all_=all_, label_filter=label_filter, now=now)
-        items += containers
-        items += _find_web_leftovers(client, {c.id for c in containers if c.kind == "hub"}, older_than=older_than,
-                                     all_=all_, label_filter=label_filter, now=now)
-        if include_goldens:
-            items += _find_goldens(client, {c.id for c in containers}, older_than=older_than, all_=all_,
-                                   label_filter=label_filter, now=now)
-    if include_temp_dirs:
-        items += _find_temp_dirs(temp_root or runtime_root(), older_than=older_than, all_=all_,
-                                 label_filter=label_filter, now=now)
-    return items
-
-
-def _find_containers(client: Any, *, older_than: float | None, all_: bool,
+def find_containers(client: Any, *, older_than: float | None, all_: bool,
                      label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     api = client.api
     image_labels: dict[str, dict[str, str]] = {}
@@ -206,7 +180,7 @@ def _find_containers(client: Any, *, older_than: float | None, all_: bool,
             image_labels[image_id] = _image_labels(api, image_id)
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
-        reason = _decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
+        reason = decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
                          older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
@@ -220,20 +194,6 @@ def _find_containers(client: Any, *, older_than: float | None, all_: bool,
     return found
 
 
-def _find_web_leftovers(client: Any, reclaimed_hubs: set[str], *, older_than: float | None, all_: bool,
-                        label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
-    """Run networks and hub sids of dead owners (shinken.mockweb.reclaim)."""
-    from shinken.mockweb import reclaim as web
-
-    def decide(liveness: Liveness, created: float | None) -> str | None:
-        return _decide(liveness, created, older_than=older_than, all_=all_, now=now)
-
-    items = web.find_networks(client, decide=decide, verdict_of=labelled_owner_liveness, label_filter=label_filter)
-    items += web.find_sids(client, decide=decide, verdict_of=labelled_owner_liveness, older_than=older_than, all_=all_,
-                           skip_hubs=reclaimed_hubs, label_filter=label_filter, now=now)
-    return items
-
-
 def _image_labels(api: Any, image_id: str) -> dict[str, str]:
     if not image_id:
         return {}
@@ -243,7 +203,7 @@ def _image_labels(api: Any, image_id: str) -> dict[str, str]:
         return {}
 
 
-def _find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: float | None, all_: bool,
+def find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: float | None, all_: bool,
                   label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     api = client.api
     images = [i for i in api.images(filters=_docker_filters(label_filter))
@@ -266,7 +226,7 @@ def _find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: fl
                        if h["Id"] not in reclaimed_containers]
             if holders:
                 continue  # a container we are not removing still uses it
-        reason = _decide(liveness, _created(labels, img.get("Created")), older_than=older_than, all_=all_, now=now)
+        reason = decide(liveness, _created(labels, img.get("Created")), older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
         tags = [t for t in (img.get("RepoTags") or []) if t != "<none>:<none>"]
@@ -294,55 +254,22 @@ def _unique_image_bytes(api: Any) -> dict[str, int]:
 # ---------------------------------------------------------------- removal
 
 
-ALREADY_GONE = "already gone: removed by another process since the scan"
 
-
-def reclaim(client: Any, items: list[Reclaimable]) -> tuple[list[Reclaimable], list[Failure]]:
-    """Remove `items` (as returned by find_reclaimable): containers, then images, then folders.
-    Never raises for one item's failure: it lands in the failure list with Docker's reason.
-    A container or image that no longer exists counts as reclaimed (its reason says it was
-    already gone): another gc, e.g. an engine's maintenance pass, got there first, and the
-    user's `shinken gc --force` has nothing to report as failed."""
-    order = {"container": 0, "sid": 1, "network": 2, "image": 3, "tempdir": 4}
-    reclaimed: list[Reclaimable] = []
-    failed: list[Failure] = []
-    for item in sorted(items, key=lambda i: order.get(i.resource, 3)):
-        gone: bool | None = None
-        try:
-            if item.resource == "container":
-                gone = _remove_container(client, item)
-            elif item.resource == "image":
-                gone = _remove_image(client, item)
-            elif item.resource == "tempdir":
-                _remove_temp_dir(item)
-            elif item.resource in ("sid", "network"):
-                from shinken.mockweb import reclaim as web
-
-                (web.reclaim_sid if item.resource == "sid" else web.reclaim_network)(_require_client(client), item)
-            else:
-                raise ValueError(f"unknown resource type {item.resource!r}")
-        except Exception as exc:
-            failed.append(Failure(item.id, _explain(exc), item.kind, item.resource))
-        else:
-            reclaimed.append(replace(item, reason=f"{item.reason}; {ALREADY_GONE}") if gone is True else item)
-    return reclaimed, failed
-
-
-def _explain(exc: Exception) -> str:
+def explain(exc: Exception) -> str:
     explanation = getattr(exc, "explanation", None)  # docker.errors.APIError carries the daemon's words
     text = str(explanation or exc).strip() or type(exc).__name__
     return text if isinstance(explanation, str) else f"{type(exc).__name__}: {text}"
 
 
-def _require_client(client: Any) -> Any:
+def require_client(client: Any) -> Any:
     if client is None:
         raise RuntimeError("no Docker client")
     return client
 
 
-def _remove_container(client: Any, item: Reclaimable) -> bool:
+def remove_container(client: Any, item: Reclaimable) -> bool:
     """Whether it was already gone."""
-    api = _require_client(client).api
+    api = require_client(client).api
     try:
         # force: the container of a dead owner may still be running `sleep infinity`
         api.remove_container(item.id, force=True, v=True)
@@ -355,9 +282,9 @@ def _remove_container(client: Any, item: Reclaimable) -> bool:
     return False
 
 
-def _remove_image(client: Any, item: Reclaimable) -> bool:
+def remove_image(client: Any, item: Reclaimable) -> bool:
     """Whether it was already gone."""
-    api = _require_client(client).api
+    api = require_client(client).api
     try:
         info = api.inspect_image(item.id)
     except docker.errors.ImageNotFound:
@@ -394,13 +321,13 @@ def _folder_bytes(folder: Path) -> int:
     return total
 
 
-def _find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
+def find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
                     label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     found: list[Reclaimable] = []
     for e in temp_dir_entries(root):
         if not _matches(e.labels, label_filter):
             continue
-        reason = _decide(owner_liveness(e.owner), e.created, older_than=older_than, all_=all_, now=now)
+        reason = decide(owner_liveness(e.owner), e.created, older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
         # The folder is removed only if it still carries this owner's marker: a path that
@@ -416,7 +343,7 @@ def _find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
     return found
 
 
-def _remove_temp_dir(item: Reclaimable) -> None:
+def remove_temp_dir(item: Reclaimable) -> None:
     folder = Path(item.id)
     if not item.entry_only:
         if read_owner_marker(folder) != item.owner or folder.is_symlink():

@@ -321,7 +321,7 @@ def test_interrupted_run_leaves_no_tree(tmp_path: Path, sig: int, monkeypatch: p
         assert partials == []
     else:
         # SIGKILL cannot clean up: the registered partial folder is what `shinken gc` reclaims ...
-        from shinken.sandbox.gc import find_reclaimable
+        from shinken.reclaim import find_reclaimable
 
         found = find_reclaimable(None, include_goldens=False, older_than=None, all_=False)
         assert [Path(r.id) for r in found if r.resource == "tempdir"] == [p.resolve() for p in partials]

@@ -23,6 +23,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from shinken import reclaim
 from shinken.sandbox import gc
 from shinken import runtime
 from shinken.runtime import Owner, process_start_ticks
@@ -391,7 +392,7 @@ def test_removal_failure_is_reported_with_nonzero_exit(docker_client, scope):
     # the python API reports an item it cannot handle rather than raising
     bogus = gc.Reclaimable(resource="volume", kind="fork", id="0" * 64, task=None, owner=None,
                            reason="test", bytes=None)
-    reclaimed, failed = gc.reclaim(docker_client, [bogus])
+    reclaimed, failed = reclaim.reclaim(docker_client, [bogus])
     assert reclaimed == [] and [f.id for f in failed] == ["0" * 64]
     assert "unknown resource type 'volume'" in failed[0].error
 
@@ -402,17 +403,17 @@ def test_resources_removed_by_someone_else_meanwhile_are_not_failures(docker_cli
     # servers: no engine reaps them, so the only race here is the one this test makes
     dead_proc, dead = start_holder(scope, "raced", servers=2, golden=True)
     kill9(dead_proc)
-    items = gc.find_reclaimable(docker_client, include_goldens=True, label_filter={TEST_LABEL: scope["value"]},
+    items = reclaim.find_reclaimable(docker_client, include_goldens=True, label_filter={TEST_LABEL: scope["value"]},
                                 temp_root=scope["runtime"])
     assert {i.id for i in items} == set(dead["containers"]) | set(dead["images"])
     raced = dead["containers"][0]
     docker_client.api.remove_container(raced, force=True)  # the other gc wins the race for these two
     docker_client.api.remove_image(dead["images"][0], force=True)
-    reclaimed, failed = gc.reclaim(docker_client, items)
+    reclaimed, failed = reclaim.reclaim(docker_client, items)
     assert failed == [] and {i.id for i in reclaimed} == {i.id for i in items}
     by_id = {i.id: i for i in reclaimed}
-    assert gc.ALREADY_GONE in by_id[raced].reason and gc.ALREADY_GONE in by_id[dead["images"][0]].reason
-    assert gc.ALREADY_GONE not in by_id[dead["containers"][1]].reason  # this one gc removed itself
+    assert reclaim.ALREADY_GONE in by_id[raced].reason and reclaim.ALREADY_GONE in by_id[dead["images"][0]].reason
+    assert reclaim.ALREADY_GONE not in by_id[dead["containers"][1]].reason  # this one gc removed itself
     assert not exists(docker_client, dead["containers"][1])
 
 
@@ -475,13 +476,13 @@ def test_temp_dir_registry_only_removes_folders_still_marked(tmp_path):
     live = runtime.make_temp_dir(root=root)
     (live / "data").write_bytes(b"x" * 10)
 
-    items = gc.find_reclaimable(None, temp_root=root)
+    items = reclaim.find_reclaimable(None, temp_root=root)
     by_id = {i.id: i for i in items}
     assert set(by_id) == {str(kept.resolve()), str(replaced.resolve())}
     assert by_id[str(replaced.resolve())].entry_only
-    assert [i.id for i in gc.find_reclaimable(None, temp_root=root, label_filter={"k": "v"})] == [str(kept.resolve())]
+    assert [i.id for i in reclaim.find_reclaimable(None, temp_root=root, label_filter={"k": "v"})] == [str(kept.resolve())]
 
-    reclaimed, failed = gc.reclaim(None, items)
+    reclaimed, failed = reclaim.reclaim(None, items)
     assert failed == [] and len(reclaimed) == 2
     assert not kept.exists()
     assert replaced.is_dir()  # not ours any more: only the registry entry went

@@ -61,7 +61,7 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
         meta = zf.read(next(n for n in names if n.endswith("/METADATA"))).decode()
     modules = {n for n in names if n.startswith("shinken/")}
     for needed in ["shinken/computer/engine.py", "shinken/computer/tools.py", "shinken/sandbox/docker_provider.py",
-                   "shinken/bundles/loader.py", "shinken/errors.py", "shinken/schemas/task.schema.json"]:
+                   "shinken/bundles/loader.py", "shinken/errors.py", "shinken/reclaim.py", "shinken/schemas/task.schema.json"]:
         assert needed in modules, needed
     # The commands and everything around them stay out (the engine's own imports decide the rest:
     # e.g. sandbox.policy reads needs.analyze for a fork's desktop evidence, so that module is in,
@@ -84,7 +84,7 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp_path / "site")
     r = subprocess.run([sys.executable, "-c", "import shinken, shinken.computer.engine, shinken.computer.tools, "
-                        "shinken.sandbox.docker_provider, shinken.sandbox.gc, shinken.schemas as s; "
+                        "shinken.sandbox.docker_provider, shinken.reclaim, shinken.schemas as s; "
                         "print(shinken.__file__); s.load_schema('task')"],
                        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
                        capture_output=True, text=True)
@@ -294,7 +294,7 @@ def test_a_killed_run_leaves_a_staging_folder_gc_reclaims(tmp_path: Path, eviden
     proc.wait()
     stages = [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".ws.")]
     assert len(stages) == 1 and not (tmp_path / "out" / "ws").exists()
-    from shinken.sandbox.gc import find_reclaimable, reclaim
+    from shinken.reclaim import find_reclaimable, reclaim
 
     found = [r for r in find_reclaimable(None) if r.resource == "tempdir"]
     assert [Path(r.id) for r in found] == [stages[0].resolve()]
