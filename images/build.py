@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.images.layout import GUEST_DIR, IMAGES_DIR, LABEL_HASH, LABEL_IMAGE, LABEL_PARENT
 from shinken.runtime import cache_root
 
 if TYPE_CHECKING:  # docker is imported where it is used: `shinken --help` reads DEFAULT_IMAGE from here
     from docker import DockerClient
 
-IMAGES_DIR = Path(__file__).resolve().parent
-GUEST_DIR = IMAGES_DIR / "guest"
 IMAGE_NAMES = ("linux", "cua")  # what users build and run; "core" is their shared parent
 BUILDABLE = ("core", *IMAGE_NAMES)
 PARENT = {"core": "base", "linux": "core", "cua": "core"}
@@ -50,9 +49,6 @@ REPO = {"base": "shinken/base-bookworm", "core": "shinken/sandbox-core", "linux"
 # The full task image (office apps, GIMP, ...): what every command and the workspace server
 # use unless told otherwise, so a task is never blocked only because --image was omitted.
 DEFAULT_IMAGE = f"{REPO['cua']}:latest"
-LABEL_HASH = "shinken.content_hash"
-LABEL_IMAGE = "shinken.image"
-LABEL_PARENT = "shinken.parent_image"
 # Bump when the build procedure itself changes in a way the hashed files do not show.
 RECIPE_VERSION = "1"
 DEFAULT_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

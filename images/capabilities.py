@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.images.build import GUEST_DIR, LABEL_IMAGE, LABEL_PARENT, _client
-from shinken.images.extra import EXTRA_KIND, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA
+from shinken.images.layout import EXTRA_KIND, GUEST_DIR, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA, LABEL_IMAGE, LABEL_PARENT
 from shinken.runtime import cache_root, utc_now
-from shinken.sandbox.docker_client import resolve_image
+from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error, write_json
 
@@ -33,7 +32,7 @@ def cache_path(image_id: str) -> Path:
 def get_manifest(image_ref: str, client: DockerClient | None = None, *, refresh: bool = False) -> dict[str, Any]:
     """The validated manifest of `image_ref` (tag or id). Raises EnvironmentProblem when the
     image is missing or the probe container fails."""
-    client = _client(client)
+    client = client if client is not None else connect()
     image_id = resolve_image(client, image_ref)
     path = cache_path(image_id)
     if not refresh and path.is_file():

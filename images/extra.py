@@ -19,16 +19,14 @@ from typing import TYPE_CHECKING, Iterator
 
 from shinken.errors import ShinkenError
 from shinken.images.build import (
-    IMAGE_NAMES, LABEL_HASH, LABEL_IMAGE, LABEL_PARENT, REPO, SANDBOX_EXECUTABLES, BuildOutcome, Progress,
+    IMAGE_NAMES, REPO, SANDBOX_EXECUTABLES, BuildOutcome, Progress,
     _build_lock, _client, _image_id, _say, _tag_latest, build_image, context_tar, run_build, smoke_check,
 )
+from shinken.images.layout import EXTRA_KIND, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA, LABEL_HASH, LABEL_IMAGE, LABEL_PARENT
 
 if TYPE_CHECKING:
     from docker import DockerClient
 
-LABEL_FRAGMENT_SHA = "shinken.extra_sha256"
-LABEL_FRAGMENT_NAME = "shinken.extra_name"
-EXTRA_KIND = "extra"  # the shinken.image label of fragment images
 EXTRA_RECIPE_VERSION = "1"
 MAX_FRAGMENT_BYTES = 256 * 1024
 _REPO_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
