@@ -138,7 +138,7 @@ def _created(labels: Mapping[str, str], fallback: float | None) -> float | None:
 
 
 def decide(liveness: Liveness, created: float | None, *, older_than: float | None, all_: bool,
-            now: float) -> str | None:
+           now: float) -> str | None:
     """The reason a resource may be reclaimed, or None when it must be kept."""
     if all_:
         return f"--all (liveness ignored; {liveness.why})"
@@ -165,7 +165,7 @@ def _docker_filters(label_filter: Mapping[str, str] | None) -> dict[str, list[st
 
 
 def find_containers(client: Any, *, older_than: float | None, all_: bool,
-                     label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+                    label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     api = client.api
     image_labels: dict[str, dict[str, str]] = {}
     found: list[Reclaimable] = []
@@ -181,7 +181,7 @@ def find_containers(client: Any, *, older_than: float | None, all_: bool,
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
         reason = decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
-                         older_than=older_than, all_=all_, now=now)
+                        older_than=older_than, all_=all_, now=now)
         if reason is None:
             continue
         names = c.get("Names") or []
@@ -204,7 +204,7 @@ def _image_labels(api: Any, image_id: str) -> dict[str, str]:
 
 
 def find_goldens(client: Any, reclaimed_containers: set[str], *, older_than: float | None, all_: bool,
-                  label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+                 label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     api = client.api
     images = [i for i in api.images(filters=_docker_filters(label_filter))
               if (i.get("Labels") or {}).get(LABEL_KIND) in IMAGE_KINDS and _matches(i.get("Labels") or {}, label_filter)]
@@ -252,7 +252,6 @@ def _unique_image_bytes(api: Any) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------- removal
-
 
 
 def explain(exc: Exception) -> str:
@@ -322,7 +321,7 @@ def _folder_bytes(folder: Path) -> int:
 
 
 def find_temp_dirs(root: Path, *, older_than: float | None, all_: bool,
-                    label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
+                   label_filter: Mapping[str, str] | None, now: float) -> list[Reclaimable]:
     found: list[Reclaimable] = []
     for e in temp_dir_entries(root):
         if not _matches(e.labels, label_filter):
