@@ -144,17 +144,18 @@ class DockerProvider:
 
     # --- forks --------------------------------------------------------------------
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
-             kind: str = "fork", tier: Tier | None = None) -> DockerFork:
+             kind: str = "fork", tier: Tier | None = None, extra_labels: Mapping[str, str] | None = None) -> DockerFork:
         """A running container from the golden, desktop up when the task needs it, made to show
         the start state the way `tier` says (default: relaunch when the setup left processes,
         else snapshot; see shinken.tiers). A relaunch whose desktop differs from the golden's
-        record raises StartStateError. replay=False skips the post-fork steps."""
+        record raises StartStateError. replay=False skips the post-fork steps; `extra_labels` are
+        added to this fork's (e.g. the expiry of a NeMo Gym sandbox)."""
         tier = tier or (Tier.RELAUNCH if golden.needs_relaunch else Tier.SNAPSHOT)
         if tier is Tier.REPROVISION:
             raise SessionError("a re-provision tier computer is made with provision(), not fork()")
         net = golden.network if network is None else network
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, LABEL_BUNDLE_HASH: golden.bundle_hash,
+                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
                                    goldens.LABEL_GOLDEN: golden.image_id})
         t0 = time.monotonic()
         cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
@@ -203,13 +204,13 @@ class DockerProvider:
         return golden.desktop
 
     def provision(self, bundle: Bundle, golden: Golden, *, kind: str = "fork", replay: bool = True,
-                  setup_timeout: float = 600) -> DockerFork:
+                  setup_timeout: float = 600, extra_labels: Mapping[str, str] | None = None) -> DockerFork:
         """The re-provision tier: a fresh container from the golden's base image with the bundle's
         whole setup run on it, its desktop checked against the golden's record (StartStateError
         when it differs), then the bundle's post-fork steps."""
         t0 = time.monotonic()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, LABEL_BUNDLE_HASH: golden.bundle_hash,
+                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
                                    goldens.LABEL_GOLDEN: golden.image_id})
         cid = start_container(self.api, golden.base_image_id, labels,
                               self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop)

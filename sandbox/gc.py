@@ -39,6 +39,7 @@ from shinken.sandbox.ownership import (
     CONTAINER_KINDS,
     IMAGE_KINDS,
     LABEL_CREATED,
+    LABEL_EXPIRES,
     LABEL_KIND,
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -137,13 +138,23 @@ def _created(labels: Mapping[str, str], fallback: float | None) -> float | None:
         return fallback
 
 
+def _expires(labels: Mapping[str, str]) -> float | None:
+    try:
+        return float(labels[LABEL_EXPIRES])
+    except (KeyError, ValueError):
+        return None
+
+
 def decide(liveness: Liveness, created: float | None, *, older_than: float | None, all_: bool,
-           now: float) -> str | None:
-    """The reason a resource may be reclaimed, or None when it must be kept."""
+           now: float, expires: float | None = None) -> str | None:
+    """The reason a resource may be reclaimed, or None when it must be kept. `expires`: the
+    resource's own deadline (a NeMo Gym sandbox's ttl_s), past which it goes whoever owns it."""
     if all_:
         return f"--all (liveness ignored; {liveness.why})"
     if liveness.state == "dead":
         return liveness.why
+    if expires is not None and now > expires:
+        return f"past its ttl_s (expired {format_duration(now - expires)} ago; {liveness.why})"
     if older_than is not None and created is not None and now - created > older_than:
         return f"older than {format_duration(older_than)} (created {format_duration(now - created)} ago; {liveness.why})"
     return None
@@ -181,7 +192,7 @@ def find_containers(client: Any, *, older_than: float | None, all_: bool,
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
         reason = decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
-                        older_than=older_than, all_=all_, now=now)
+                        older_than=older_than, all_=all_, now=now, expires=_expires(labels))
         if reason is None:
             continue
         names = c.get("Names") or []

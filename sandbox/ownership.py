@@ -18,6 +18,9 @@ LABEL_MANAGED = "shinken.managed"  # "1" on everything shinken creates
 # The component whose own clean-up may reclaim a fork after its owner died (e.g. the computer
 # engine's maintenance gc reclaims only forks made by engines; `shinken gc` looks at all).
 LABEL_MADE_BY = "shinken.made_by"
+# Unix seconds after which the container may be reclaimed whoever owns it (a NeMo Gym sandbox's
+# ttl_s): `shinken gc` removes it then, even while its creator lives or after it died.
+LABEL_EXPIRES = "shinken.expires"
 
 CONTAINER_KINDS = ("fork", "pool", "build", "server", "hub")  # server: a NeMo Gym runner; hub: the mock web
 IMAGE_KINDS = ("golden",)

@@ -75,7 +75,11 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
     assert not any(n.endswith((".toml", ".md", ".txt")) for n in modules)
     # The engine reads the default image name from images.build: that module, not the image recipes.
     assert not any(n.startswith("shinken/images/") and not n.endswith(".py") for n in modules)
-    assert not any(n.endswith("entry_points.txt") for n in names)  # no CLI in the server's venv
+    # No CLI in the server's venv: the one entry point is the NeMo Gym sandbox provider (provider/gym.py).
+    with zipfile.ZipFile(wheel) as zf:
+        eps = zf.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert eps.split() == ["[nemo_gym.sandbox_providers]", "shinken", "=", "shinken.provider.gym:ShinkenProvider"]
+    assert "shinken/provider/gym.py" in modules and "shinken/provider/sandboxes.py" in modules
     requires = {ln.split(":", 1)[1].strip().split(">")[0].split("=")[0] for ln in meta.splitlines()
                 if ln.startswith("Requires-Dist:")}
     assert {"docker", "orjson"} <= requires and not requires & {"typer", "rich", "huggingface_hub", "zstandard"}

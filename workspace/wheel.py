@@ -21,6 +21,10 @@ import shinken
 from shinken.workspace.closure import Closure, import_closure
 
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: same sources, same wheel bytes
+# The NeMo Gym sandbox provider rides in every workspace wheel, registered like pyproject.toml
+# registers it, so Gym's registry finds `shinken` wherever the wheel is installed.
+PROVIDER_SOURCE = "import shinken.provider.gym\n"
+ENTRY_POINTS = b'[nemo_gym.sandbox_providers]\nshinken = shinken.provider.gym:ShinkenProvider\n'
 
 
 def _package_files(root: Path, closure: Closure) -> list[tuple[str, Path]]:
@@ -58,10 +62,11 @@ def _digest(data: bytes) -> str:
 
 def build_wheel(dest_dir: Path, entry_sources: list[str]) -> Path:
     """Write `shinken-<version>+g<hash8>-py3-none-any.whl` into dest_dir holding what
-    `entry_sources` (the server's Python files) import from shinken; return its path.
+    `entry_sources` (the server's Python files) and the sandbox provider import from shinken;
+    return its path.
     The local version label changes with the packed sources, so installers never reuse a stale build."""
     root = Path(shinken.__file__).resolve().parent
-    closure = import_closure(entry_sources, root)
+    closure = import_closure([*entry_sources, PROVIDER_SOURCE], root)
     files = [(arc, path.read_bytes()) for arc, path in _package_files(root, closure)]
     requirements = _requirements(closure)
     src_hash = hashlib.sha256()
@@ -81,6 +86,7 @@ def build_wheel(dest_dir: Path, entry_sources: list[str]) -> Path:
         f"{dist_info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: shinken.workspace.wheel\n"
                               b"Root-Is-Purelib: true\nTag: py3-none-any\n",
         f"{dist_info}/top_level.txt": b"shinken\n",
+        f"{dist_info}/entry_points.txt": ENTRY_POINTS,
     }
     entries = files + sorted(extra.items())
     record = "".join(f"{arc},{_digest(data)},{len(data)}\n" for arc, data in entries)

@@ -1,0 +1,1 @@
+"""shinken as a NeMo Gym sandbox provider (docs/provider.md)."""

@@ -1,0 +1,145 @@
+"""The `shinken` NeMo Gym sandbox provider's engine side (provider/config.py, provider/sandboxes.py)
+on the real Docker engine: checked config, image sandboxes with their limits, labels, files,
+exec semantics and pause, task forks of a golden, nothing left by a half-failed create, and
+`shinken gc` reclaiming sandboxes past their ttl_s. The same provider driven by NeMo Gym's own
+registry and Sandbox facade inside the Gym container: tests/test_provider_gym.py."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
+from shinken.provider.sandboxes import CreateFailed, NotReady, Request, SandboxHost, check_request_paths
+from shinken import reclaim
+from shinken.sandbox.ownership import LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, LABEL_OWNER, LABEL_RUN
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+
+
+def req(image: str | None = None, **kw) -> Request:
+    base = dict(image=image, task=None, ttl_s=None, ready_timeout_s=60.0, workdir=None, env={}, files={},
+                cpus=None, memory_mib=None, disk_gib=None, ports=())
+    base.update(kw)
+    return Request(**base)
+
+
+def test_config_refuses_unknown_keys_and_bad_values():
+    assert ProviderConfig.parse({}).exec_timeout_s == 180
+    cfg = ProviderConfig.parse({"task_root": "/t", "default_ttl_s": 60, "limits": {"cpus": 1, "memory_mib": 512}})
+    assert cfg.limits.cpus == 1.0 and cfg.limits.memory_mib == 512 and cfg.default_ttl_s == 60.0
+    for bad, words in [({"bogus": 1}, "unknown key(s) bogus"), ({"network": ""}, "network"),
+                       ({"limits": {"gpu": 1}}, "unknown key(s) gpu"), ({"default_ttl_s": -1}, ">= 1"),
+                       ({"exec_timeout_s": "fast"}, "expected a number"), ({"accept_filesystem": "yes"}, "true or false"),
+                       ({"limits": {"memory_mib": 1.5}}, "integer")]:
+        with pytest.raises(ConfigProblem, match=words.replace("(", r"\(").replace(")", r"\)")):
+            ProviderConfig.parse(bad)
+    assert TaskOptions.parse({}, cfg) is None
+    opts = TaskOptions.parse({"task_id": "hello-file", "tier": "snapshot"}, cfg)
+    assert opts is not None and opts.task_root == "/t" and opts.tier is not None and opts.tier.value == "snapshot"
+    for bad, words in [({"task_id": "x", "colour": 1}, "unknown key"), ({"tier": "snapshot"}, "task_id"),
+                       ({"task_id": "x", "tier": "fast"}, "tier"), ({"task_id": ""}, "task_id")]:
+        with pytest.raises(ConfigProblem, match=words):
+            TaskOptions.parse(bad, cfg)
+    with pytest.raises(ConfigProblem, match="task_root"):
+        TaskOptions.parse({"task_id": "x"}, ProviderConfig.parse({}))
+    with pytest.raises(ConfigProblem, match="spec.workdir"):
+        check_request_paths(req("x", files={"a.txt": "a"}))
+    with pytest.raises(ConfigProblem, match="absolute"):
+        check_request_paths(req("x", workdir="rel"))
+
+
+@pytest.fixture()
+def host(docker_client):
+    run = f"provider-test-{uuid.uuid4().hex[:8]}"
+    # no network: the default bridge of a shared engine can be missing (docker0 deleted by another dockerd)
+    h = SandboxHost(ProviderConfig.parse({"run_id": run, "network": "none"}), client=docker_client)
+    h.run = run  # type: ignore[attr-defined]
+    yield h
+    for c in docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"}):
+        docker_client.api.remove_container(c["Id"], force=True)
+
+
+def run_containers(docker_client, run: str) -> list[dict]:
+    return docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+
+
+@pytest.mark.docker
+def test_image_sandbox_limits_labels_exec_files_pause(host, docker_client, linux_image):
+    box = host.create(req(linux_image, ttl_s=600, workdir="/work/here", env={"GREETING": "hi"},
+                          files={"notes/a.txt": "alpha\n", "/etc/shinken-b.txt": "beta"}, cpus=0.5, memory_mib=256))
+    info = docker_client.api.inspect_container(box.id)
+    labels = info["Config"]["Labels"]
+    assert labels[LABEL_MANAGED] == "1" and labels[LABEL_KIND] == "fork" and labels[LABEL_MADE_BY] == "gym-provider"
+    assert labels[LABEL_RUN] == host.run and labels[LABEL_OWNER].split("/")[1].isdigit()
+    assert abs(float(labels[LABEL_EXPIRES]) - (time.time() + 600)) < 60
+    hc = info["HostConfig"]
+    assert hc["Memory"] == 256 * 2**20 and hc["NanoCpus"] == int(0.5e9) and hc["CapDrop"] == ["ALL"]
+    # stdout and stderr apart, env and workdir applied, a non-zero exit is a result
+    r = host.exec(box, 'echo "out $GREETING $PWD"; echo err >&2; exit 3')
+    assert (r.stdout, r.stderr.strip(), r.return_code, r.error_type) == ("out hi /work/here\n", "err", 3, None)
+    r = host.exec(box, "cat a.txt /etc/shinken-b.txt; id -u; echo $X", cwd="/work/here/notes", env={"X": "y"})
+    assert r.stdout == "alpha\nbeta0\ny\n" and r.return_code == 0
+    r = host.exec(box, "sleep 30", timeout_s=1)
+    assert r.error_type == "timeout" and r.return_code == 125
+    host.upload(box, b"\x00bin\xff", "/tmp/up/x.bin")
+    assert host.download(box, "/tmp/up/x.bin") == b"\x00bin\xff"
+    with pytest.raises(FileNotFoundError):
+        host.download(box, "/tmp/nope")
+    host.pause(box)
+    assert host.status(box) == "paused"
+    box.paused = False  # as if another process paused it: the exec meets a paused container
+    assert host.exec(box, "echo back").stdout == "back\n"
+    assert host.status(box) == "running"
+    host.close(box)
+    host.close(box)  # idempotent
+    assert host.status(box) == "gone"
+    assert run_containers(docker_client, host.run) == []
+
+
+@pytest.mark.docker
+def test_half_failed_create_leaves_nothing(host, docker_client, linux_image):
+    with pytest.raises(CreateFailed, match="not on the Docker engine"):
+        SandboxHost(ProviderConfig.parse({"pull": "never"}), client=docker_client).create(
+            req("shinken/no-such-image:never"))
+    with pytest.raises(Exception, match="proc"):  # allocated, then the file cannot be placed
+        host.create(req(linux_image, files={"/proc/nope/x": "x"}))
+    with pytest.raises(NotReady, match="readiness probe"):  # a workdir that cannot be made
+        host.create(req(linux_image, workdir="/proc/nope"))
+    assert run_containers(docker_client, host.run) == []
+
+
+@pytest.mark.docker
+def test_task_fork_of_golden_runs_as_user(host, docker_client, linux_image):
+    host.config = ProviderConfig.parse({"run_id": host.run, "image": linux_image, "network": "none"})
+    opts = TaskOptions.parse({"task_id": "hello-file", "task_root": str(DEMO)}, host.config)
+    box = host.create(req(None, task=opts, ttl_s=300))
+    assert box.kind == "task" and box.tier == "snapshot" and box.user == "user"
+    r = host.exec(box, "id -un; test -f /home/user/initial_setup.sh && echo setup-ran")
+    assert r.stdout == "user\nsetup-ran\n", r
+    labels = docker_client.api.inspect_container(box.id)["Config"]["Labels"]
+    assert labels["shinken.task"] == "hello-file" and labels[LABEL_MADE_BY] == "gym-provider" and LABEL_EXPIRES in labels
+    again = host.attach(box.descriptor())  # what connect() does in another process
+    assert (again.id, again.user, again.kind) == (box.id, "user", "task")
+    host.close(box)
+    assert run_containers(docker_client, host.run) == []
+    with pytest.raises(CreateFailed, match="not found"):
+        host.create(req(None, task=TaskOptions.parse({"task_id": "nope", "task_root": str(DEMO)}, host.config)))
+
+
+@pytest.mark.docker
+def test_gc_reclaims_a_live_owners_sandbox_past_its_ttl(host, docker_client, linux_image):
+    short = host.create(req(linux_image, ttl_s=1))
+    kept = host.create(req(linux_image, ttl_s=3600))
+    time.sleep(2.2)
+    found = {i.id: i for i in reclaim.find_reclaimable(docker_client, label_filter={LABEL_RUN: host.run},
+                                                  include_temp_dirs=False)}
+    assert short.id in found and "past its ttl_s" in found[short.id].reason
+    assert kept.id not in found  # owner alive, not expired
+    reclaimed, failed = reclaim.reclaim(docker_client, list(found.values()))
+    assert failed == [] and [i.id for i in reclaimed] == [short.id]
+    assert [c["Id"] for c in run_containers(docker_client, host.run)] == [kept.id]
+    host.close(kept)
