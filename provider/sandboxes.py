@@ -43,6 +43,7 @@ LABEL_IDS = "shinken.exec_ids"  # "<uid>:<gid>" uploads are owned by
 LABEL_DISK = "shinken.disk_limit"  # "enforced" | "unenforced" when disk_gib was asked for
 READY = "shinken-sandbox-ready"
 MAX_OUTPUT = 1 << 20  # bytes of an exec's output kept (the tail)
+FREEZE_TRIES = 4  # pause/unpause attempts
 RUNTIME_RC = 125  # return code of an exec the sandbox could not run (Gym's docker provider uses it too)
 # stdout, a marker line, then stderr, from one exec (the exec wrapper merges the two streams).
 SPLIT = ('e=$(mktemp 2>/dev/null || echo /tmp/.shinken-err-$$); bash -c "$1" 2>"$e"; rc=$?; '
@@ -400,20 +401,27 @@ class SandboxHost:
             return "unknown"
         return state
 
+    def _freezer(self, box: Box, call: Any, done_words: str, what: str) -> None:
+        """pause/unpause; the freezer can refuse under load (a process not frozen in time): retried."""
+        for attempt in range(FREEZE_TRIES):
+            try:
+                call(box.id)
+                return
+            except docker.errors.NotFound as exc:
+                raise infra(f"{what} sandbox {box.id[:12]}", exc) from None
+            except docker.errors.APIError as exc:
+                if done_words in str(exc).lower():
+                    return
+                if attempt == FREEZE_TRIES - 1:
+                    raise infra(f"{what} sandbox {box.id[:12]}", exc) from None
+                time.sleep(0.1 * 2 ** attempt)
+
     def pause(self, box: Box) -> None:
-        try:
-            self.api.pause(box.id)
-        except docker.errors.APIError as exc:
-            if "already paused" not in str(exc).lower():
-                raise infra(f"pausing sandbox {box.id[:12]}", exc) from None
+        self._freezer(box, self.api.pause, "already paused", "pausing")
         box.paused = True
 
     def resume(self, box: Box) -> None:
-        try:
-            self.api.unpause(box.id)
-        except docker.errors.APIError as exc:
-            if "not paused" not in str(exc).lower():
-                raise infra(f"resuming sandbox {box.id[:12]}", exc) from None
+        self._freezer(box, self.api.unpause, "not paused", "resuming")
         box.paused = False
 
     def endpoint(self, box: Box, port: int) -> tuple[str, int]:

@@ -2,7 +2,7 @@
 workspace's shinken wheel: NeMo Gym's own registry and Sandbox / AsyncSandbox facade drive the
 `shinken` provider. No shinken import here: the calling side is Gym's alone.
 
-    python provider_drive.py api   '<json: {"image", "base", "task_root", "run_id"}>'   -> one JSON report
+    python provider_drive.py api   '<json: {"image", "base", "task_root", "run_id", "network"}>'   -> one JSON report
     python provider_drive.py spawn '<json: same>'   -> prints the ids it made, then sleeps (to be killed)
 """
 
@@ -35,7 +35,9 @@ from nemo_gym.sandbox.providers.registry import _entry_point_loaders
 
 def provider_cfg(args: dict[str, Any], **extra: Any) -> dict[str, Any]:
     # image: the base image task goldens are built on; plain sandboxes name args["image"] in their spec
-    return {"shinken": {"run_id": args["run_id"], "task_root": args["task_root"], "image": args["base"], **extra}}
+    # network: a Docker network the test made (a shared engine's default bridge can be missing)
+    return {"shinken": {"run_id": args["run_id"], "task_root": args["task_root"], "image": args["base"],
+                        "network": args["network"], **extra}}
 
 
 def sync_facade(args: dict[str, Any], out: dict[str, Any]) -> None:

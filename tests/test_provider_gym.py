@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gym_harness import NAME, WS_MOUNT, sandbox_image, shinken
-from shinken.sandbox.ownership import LABEL_RUN
+from shinken.sandbox.ownership import LABEL_RUN, labels_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ DRIVE = Path(__file__).resolve().parent / "provider_drive.py"
 
 def _args(run: str) -> str:
     return json.dumps({"image": sandbox_image("linux"), "base": sandbox_image("cua"), "run_id": run,
-                       "task_root": f"{WS_MOUNT}/resources_servers/{NAME}/tasks"})
+                       "task_root": f"{WS_MOUNT}/resources_servers/{NAME}/tasks", "network": run})
 
 
 def _run_ids(run: str) -> list[str]:
@@ -44,10 +44,17 @@ def drive(gym_env):
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(DRIVE, dest)
     run = f"gymprov-{uuid.uuid4().hex[:8]}"
-    yield gym_env["container"], f"{PYTHON} {WS_MOUNT}/results/provider_drive.py", run
-    left = _run_ids(run)
-    if left:
-        subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+    # The sandboxes' own network (named after the run): a shared engine's docker0 can be missing.
+    label_args = [a for k, v in labels_for("network", run=run).items() for a in ("--label", f"{k}={v}")]
+    net = subprocess.run(["docker", "network", "create", *label_args, run], capture_output=True, text=True)
+    assert net.returncode == 0, net.stderr
+    try:
+        yield gym_env["container"], f"{PYTHON} {WS_MOUNT}/results/provider_drive.py", run
+    finally:
+        left = _run_ids(run)
+        if left:
+            subprocess.run(["docker", "rm", "-f", *left], capture_output=True)
+        subprocess.run(["docker", "network", "rm", run], capture_output=True)
 
 
 def test_gym_registry_and_facade_drive_the_shinken_provider(drive):

@@ -74,6 +74,13 @@ def test_layout_from_demo_bundles(tmp_path: Path, demo_root: Path) -> None:
     for rel in ["__init__.py", "manifest.yaml", "config.yaml", "README.md"]:
         assert (dest / "environments" / "shinken_cua" / rel).is_file(), rel
     assert (dest / "env.yaml").is_file()
+    # The shinken sandbox provider's named block for Gym agents (docs/provider.md), parsed as the provider parses it.
+    import yaml
+
+    from shinken.provider.config import ProviderConfig
+
+    block = yaml.safe_load((server / "configs" / "shinken_sandbox.yaml").read_text())["shinken_sandbox"]["shinken"]
+    assert block["task_root"] == "${oc.env:CUA_GYM_TASKS}" and ProviderConfig.parse(block).default_ttl_s == 3600
     assert not (dest / "pyproject.toml").exists()  # Gym would take the folder for a Gym checkout
     assert not (server / "pyproject.toml").exists()  # requirements.txt XOR pyproject.toml
     # The server's code is shipped as the real Python files of workspace_templates/server/.

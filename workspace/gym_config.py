@@ -48,6 +48,11 @@ class Names:
     def tasks(self) -> PurePosixPath:
         return self.server_dir / "tasks"
 
+    @property
+    def sandbox_config(self) -> PurePosixPath:
+        """The `sandbox:` block of the shinken NeMo Gym sandbox provider (docs/provider.md)."""
+        return self.server_dir / "configs" / "shinken_sandbox.yaml"
+
     def data(self, split: str) -> PurePosixPath:
         return self.server_dir / "data" / f"{split}.jsonl"
 
@@ -82,6 +87,19 @@ def _env(var: str, default: Any) -> str:
     if default is None:
         return f"${{oc.env:{var},null}}"
     return f"${{oc.env:{var},'{default}'}}" if isinstance(default, str) else f"${{oc.env:{var},{default}}}"
+
+
+def sandbox_config(names: Names, engine: EngineSettings) -> dict[str, Any]:
+    """A named sandbox block for Gym agents and servers that take `sandbox_provider: shinken_sandbox`:
+    forks of this workspace's tasks (provider_options {task_id, tier}) or containers of any image.
+    Gym starts servers in their own folders, so the task folder is an absolute path from
+    CUA_GYM_TASKS (set it to <workspace>/<tasks>)."""
+    return {"shinken_sandbox": {"shinken": {
+        "task_root": "${oc.env:CUA_GYM_TASKS}",
+        "image": _env("SHINKEN_IMAGE", engine.image),
+        "accept_filesystem": engine.state_fidelity == "filesystem",
+        "default_ttl_s": 3600,
+    }}}
 
 
 def server_config(names: Names, engine: EngineSettings, lic: License, description: str) -> dict[str, Any]:

@@ -1,0 +1,318 @@
+"""The `shinken` NeMo Gym sandbox provider under load, measured in one run on the real engine.
+
+--part ladder (host side, shinken's provider engine: provider/sandboxes.SandboxHost, the calls
+  the Gym adapter makes on its thread pool): N concurrent rollouts at 1x-4x the host's slots
+  (slots = CPU cores). Each rollout takes a fork of a demo task's golden (seed), then replays
+  the recorded rollout's steps (the computer_exec commands of demo/solutions.jsonl for the
+  task) with a think time before each, then closes. Run twice per level, sandboxes paused while
+  the policy thinks and never paused: rollouts/hour, seed p50/p99, exec p50/p99 (an exec on a
+  paused sandbox includes its resume), sandbox memory in use (cgroup memory.usage_in_bytes
+  summed over live sandboxes, sampled each second), sandbox CPU-seconds per rollout (cgroup
+  cpuacct.usage), errors.
+--part create (inside the NeMo Gym runner, both providers through Gym's own AsyncSandbox, in
+  turns): create-to-ready p50/p95 of shinken vs Gym's built-in `docker` provider, for a plain
+  image and for a desktop demo task (shinken: a fork of its golden; docker: the same image,
+  the task's setup files uploaded and its setup command and desktop start run).
+
+The recorded rollouts carry no step timing, so the think time is --think-s (default 2 s)
+jittered +-50% from a fixed seed; the steps themselves are replayed from the recording.
+
+Run: .venv/bin/python benchmarks/bench_provider.py --part ladder [--seconds 60] [--json out.json]
+     .venv/bin/python benchmarks/bench_provider.py --part create [--n 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.timing import pct  # noqa: E402
+
+DEMO = REPO / "demo"
+CG = Path("/sys/fs/cgroup")
+
+
+def recorded_steps(task_id: str) -> list[str]:
+    """The computer_exec commands the recorded rollout of `task_id` made (at least one step)."""
+    for line in (DEMO / "solutions.jsonl").read_text().splitlines():
+        doc = json.loads(line)
+        if doc.get("task_id") != task_id:
+            continue
+        cmds = [json.loads(item["arguments"]).get("command", "")
+                for item in doc["response"]["output"]
+                if item.get("type") == "function_call" and item.get("name") == "computer_exec"]
+        return [c for c in cmds if c] or ["true"]
+    return ["true"]
+
+
+def cgroup_value(kind: str, cid: str, name: str) -> int:
+    try:
+        return int((CG / kind / "docker" / cid / name).read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+# ---------------------------------------------------------------- the ladder
+
+
+def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float, think_s: float,
+                 pause: bool, seed: int) -> dict[str, Any]:
+    from shinken.provider.sandboxes import Request
+
+    req = Request(image=None, task=task, ttl_s=900, ready_timeout_s=60, workdir=None, env={}, files={}, cpus=None,
+                  memory_mib=None, disk_gib=None, ports=())
+    seeds: list[float] = []
+    execs: list[float] = []
+    cpu: list[float] = []
+    errors: list[str] = []
+    done = [0]
+    live: set[str] = set()
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+    mem_samples: list[int] = []
+    sampling = threading.Event()
+
+    def sampler() -> None:
+        while not sampling.wait(1.0):
+            with lock:
+                ids = list(live)
+            mem_samples.append(sum(cgroup_value("memory", c, "memory.usage_in_bytes") for c in ids))
+
+    def worker(k: int) -> None:
+        rnd = random.Random(seed * 1000 + k)
+        while time.monotonic() < stop_at:
+            box = None
+            try:
+                t0 = time.perf_counter()
+                box = host.create(req)
+                with lock:
+                    seeds.append(time.perf_counter() - t0)
+                    live.add(box.id)
+                for cmd in steps:
+                    if pause:
+                        host.pause(box)
+                    time.sleep(think_s * rnd.uniform(0.5, 1.5))
+                    t1 = time.perf_counter()
+                    r = host.exec(box, cmd, timeout_s=60)
+                    with lock:
+                        execs.append(time.perf_counter() - t1)
+                    if r.error_type:
+                        raise RuntimeError(f"exec {r.error_type}: {r.stderr}")
+                with lock:
+                    cpu.append(cgroup_value("cpuacct", box.id, "cpuacct.usage") / 1e9)
+                    done[0] += 1
+            except Exception as exc:  # noqa: BLE001 - counted, the level goes on
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}"[-300:])
+            finally:
+                if box is not None:
+                    with lock:
+                        live.discard(box.id)
+                    try:
+                        host.close(box)
+                    except Exception as exc:  # noqa: BLE001
+                        errors.append(f"close: {exc}"[:200])
+
+    t_start = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    samp = threading.Thread(target=sampler, daemon=True)
+    samp.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sampling.set()
+    wall = time.monotonic() - t_start
+    return {
+        "concurrent": n, "paused_while_thinking": pause, "wall_s": round(wall, 1), "rollouts": done[0],
+        "rollouts_per_hour": round(done[0] * 3600 / wall, 1),
+        "seed_p50_s": round(pct(seeds, 0.5), 3) if seeds else None,
+        "seed_p99_s": round(pct(seeds, 0.99), 3) if seeds else None,
+        "exec_p50_s": round(pct(execs, 0.5), 3) if execs else None,
+        "exec_p99_s": round(pct(execs, 0.99), 3) if execs else None,
+        "mem_mean_mib": round(statistics.mean(mem_samples) / 2**20, 1) if mem_samples else None,
+        "mem_peak_mib": round(max(mem_samples) / 2**20, 1) if mem_samples else None,
+        "cpu_s_per_rollout": round(statistics.mean(cpu), 3) if cpu else None,
+        "errors": len(errors), "error_examples": errors[:3], "load": load(),
+    }
+
+
+def run_ladder(args: argparse.Namespace) -> dict[str, Any]:
+    from shinken.images.build import build_image
+    from shinken.provider.config import ProviderConfig, TaskOptions
+    from shinken.provider.sandboxes import Request, SandboxHost
+    from shinken.sandbox.ownership import LABEL_RUN
+
+    image = build_image(args.image).tag
+    run = f"bench-provider-{os.getpid()}"
+    host = SandboxHost(ProviderConfig.parse({"image": image, "run_id": run, "max_workers": 64}))
+    task = TaskOptions.parse({"task_id": args.task, "task_root": str(DEMO)}, host.config)
+    steps = recorded_steps(args.task)
+    # the golden is built once, outside the timed levels
+    warm = host.create(Request(image=None, task=task, ttl_s=600, ready_timeout_s=60, workdir=None, env={}, files={},
+                               cpus=None, memory_mib=None, disk_gib=None, ports=()))
+    host.close(warm)
+    slots = os.cpu_count() or 1
+    rows = []
+    try:
+        for mult in args.levels:
+            n = slots * mult
+            for pause in (False, True):  # side by side at each level
+                row = ladder_level(host, task, steps, n, args.seconds, args.think_s, pause, seed=mult)
+                row["x_slots"] = mult
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        left = host.client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+        for c in left:
+            host.client.api.remove_container(c["Id"], force=True)
+    return {"part": "ladder", "task": args.task, "image": image, "slots": slots, "steps": steps,
+            "think_s": args.think_s, "seconds_per_level": args.seconds, "rows": rows}
+
+
+# ---------------------------------------------------------------- create-to-ready vs Gym's docker provider
+
+INNER = r'''
+import asyncio, json, statistics, sys, time, tempfile
+from pathlib import Path
+from nemo_gym.sandbox import AsyncSandbox, SandboxSpec
+a = json.loads(sys.argv[1])
+SETUP = a["setup"]
+
+async def shinken_plain():
+    sb = await AsyncSandbox({"shinken": {"run_id": a["run"]}}).start(SandboxSpec(image=a["image"]))
+    return sb
+
+async def docker_plain():
+    return await AsyncSandbox({"docker": {}}).start(SandboxSpec(image=a["image"]))
+
+async def shinken_task():
+    cfg = {"shinken": {"run_id": a["run"], "image": a["base"], "task_root": a["task_root"]}}
+    return await AsyncSandbox(cfg).start(SandboxSpec(provider_options={"task_id": a["task"]}))
+
+async def docker_task():
+    sb = await AsyncSandbox({"docker": {}}).start(SandboxSpec(image=a["base"]))
+    for path, local in SETUP["files"]:
+        await sb.upload(local, path)
+    r = await sb.exec("chown -R user:user /home/user", user="root")  # docker cp leaves root-owned files
+    assert r.return_code == 0, r.stderr
+    for cmd in SETUP["commands"]:
+        r = await sb.exec(cmd, user=SETUP["user"], timeout_s=600)
+        assert r.return_code == 0, (cmd, r.stdout, r.stderr)
+    if SETUP["desktop"]:
+        r = await sb.exec("shinken-desktop-up", timeout_s=120)
+        assert r.return_code == 0, ("desktop", r.stdout, r.stderr)
+    return sb
+
+async def main():
+    kinds = {"plain": (shinken_plain, docker_plain), "task": (shinken_task, docker_task)}
+    out = {}
+    for name, (s, d) in kinds.items():
+        sb = await s(); await sb.stop()  # warm: the golden exists, both images are in the page cache
+        sb = await d(); await sb.stop()
+        times = {"shinken": [], "docker": []}
+        for i in range(a["n"]):
+            for label, make in (("shinken", s), ("docker", d)) if i % 2 == 0 else (("docker", d), ("shinken", s)):
+                t0 = time.perf_counter()
+                sb = await make()
+                times[label].append(time.perf_counter() - t0)
+                await sb.stop()
+        out[name] = times
+    print(json.dumps(out))
+
+asyncio.run(main())
+'''
+
+
+def task_setup(task_id: str, mount: str) -> dict[str, Any]:
+    """The demo task's setup as Gym's docker provider has to run it: files to upload, commands."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.sandbox.policy import task_needs
+
+    b = load_bundle(DEMO / task_id)
+    files, commands = [], []
+    for step in b.setup:
+        p = step.parameters
+        if step.type == "download":
+            for f in p["files"]:
+                files.append([f["path"], f"{mount}/{task_id}/{f['url'].removeprefix('./')}"])
+        elif step.type == "execute":
+            cmd = p["command"]
+            commands.append(cmd if isinstance(cmd, str) else " ".join(cmd))
+    return {"files": files, "commands": commands, "user": "user", "desktop": task_needs(b).desktop}
+
+
+def run_create(args: argparse.Namespace) -> dict[str, Any]:
+    sys.path.insert(0, str(REPO / "tests"))
+    from gym_harness import GymContainer, sandbox_image  # the suite's runner container
+
+    from shinken.workspace.wheel import build_wheel
+
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-provider-{os.getpid()}"
+    wheel = build_wheel(tmp, [])
+    docker_cli = subprocess.run(["which", "docker"], capture_output=True, text=True).stdout.strip()
+    c = GymContainer(mounts=[tmp, DEMO], binds=[(Path(docker_cli), "/usr/local/bin/docker")])
+    c.start()
+    run = f"bench-provider-{os.getpid()}"
+    try:
+        r = c.exec(f"/opt/gym/bin/pip install -q {wheel}", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (tmp / "inner.py").write_text(INNER)
+        a = {"image": sandbox_image("linux"), "base": sandbox_image("cua"), "task_root": str(DEMO),
+             "task": args.desktop_task, "n": args.n, "run": run, "setup": task_setup(args.desktop_task, str(DEMO))}
+        load_before = load()
+        r = c.exec(f"/opt/gym/bin/python {tmp}/inner.py '{json.dumps(a)}'", timeout=3600)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+        times = json.loads(r.stdout.strip().splitlines()[-1])
+    finally:
+        c.stop()
+        subprocess.run(["bash", "-c", f"docker rm -f $(docker ps -aq --filter label=shinken.run={run}) "
+                                      f"$(docker ps -aq --filter label=nemo-gym.sandbox=1) 2>/dev/null"],
+                       capture_output=True)
+    out: dict[str, Any] = {"part": "create", "n": args.n, "desktop_task": args.desktop_task,
+                           "load": f"{load_before} -> {load()}"}
+    for kind, t in times.items():
+        row = {p: {"p50_s": round(pct(v, 0.5), 3), "p95_s": round(pct(v, 0.95), 3)} for p, v in t.items()}
+        row["ratio_p50"] = round(pct(t["shinken"], 0.5) / pct(t["docker"], 0.5), 3)
+        row["ratio_p95"] = round(pct(t["shinken"], 0.95) / pct(t["docker"], 0.95), 3)
+        out[kind] = row
+    print(json.dumps(out, indent=1))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--part", choices=("ladder", "create"), required=True)
+    ap.add_argument("--task", default="zenity-entry", help="ladder: the demo task forked per rollout")
+    ap.add_argument("--image", default="cua", help="ladder: the base image of the task's golden (cua or linux)")
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4], help="ladder: multiples of the slots")
+    ap.add_argument("--seconds", type=float, default=60.0, help="ladder: how long each level runs")
+    ap.add_argument("--think-s", type=float, default=2.0, help="ladder: mean think time before each step")
+    ap.add_argument("--n", type=int, default=8, help="create: samples per provider and kind")
+    ap.add_argument("--desktop-task", default="9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13",
+                    help="create: the demo task with a desktop and a setup")
+    ap.add_argument("--json", type=Path, help="write the results here")
+    args = ap.parse_args()
+    print(f"load before: {load()}", flush=True)
+    res = run_ladder(args) if args.part == "ladder" else run_create(args)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
