@@ -3,8 +3,8 @@
 --part ladder (host side, shinken's provider engine: provider/sandboxes.SandboxHost, the calls
   the Gym adapter makes on its thread pool): N concurrent rollouts at 1x-4x the host's slots
   (slots = CPU cores). Each rollout takes a fork of a demo task's golden (seed), then replays
-  the recorded rollout's steps (the computer_exec commands of demo/solutions.jsonl for the
-  task) with a think time before each, then closes. Run twice per level, sandboxes paused while
+  the recorded rollout's steps (the computer_exec commands of a passing rollout of the task
+  in tests/data/gym_rollouts/run1, recorded by `gym eval run`) with a think time before each, then closes. Run twice per level, sandboxes paused while
   the policy thinks and never paused: rollouts/hour, seed p50/p99, exec p50/p99 (an exec on a
   paused sandbox includes its resume), sandbox memory in use (cgroup memory.usage_in_bytes
   summed over live sandboxes, sampled each second), sandbox CPU-seconds per rollout (cgroup
@@ -43,17 +43,21 @@ DEMO = REPO / "demo"
 CG = Path("/sys/fs/cgroup")
 
 
+ROLLOUTS = REPO / "tests" / "data" / "gym_rollouts" / "run1" / "rollouts.jsonl"  # recorded by `gym eval run`
+
+
 def recorded_steps(task_id: str) -> list[str]:
-    """The computer_exec commands the recorded rollout of `task_id` made (at least one step)."""
-    for line in (DEMO / "solutions.jsonl").read_text().splitlines():
-        doc = json.loads(line)
-        if doc.get("task_id") != task_id:
+    """The computer_exec commands of the first passing recorded rollout of `task_id`."""
+    for line in ROLLOUTS.read_text().splitlines():
+        doc = json.loads(line) if line.strip() else {}
+        if doc.get("task_id") != task_id or not doc.get("reward"):
             continue
         cmds = [json.loads(item["arguments"]).get("command", "")
                 for item in doc["response"]["output"]
                 if item.get("type") == "function_call" and item.get("name") == "computer_exec"]
-        return [c for c in cmds if c] or ["true"]
-    return ["true"]
+        if cmds:
+            return cmds
+    raise SystemExit(f"no passing recorded rollout of {task_id} with computer_exec steps in {ROLLOUTS}")
 
 
 def cgroup_value(kind: str, cid: str, name: str) -> int:
@@ -194,19 +198,21 @@ from nemo_gym.sandbox import AsyncSandbox, SandboxSpec
 a = json.loads(sys.argv[1])
 SETUP = a["setup"]
 
+DOCKER = {"docker": {"create": {"network": a["network"]}}}
+
 async def shinken_plain():
-    sb = await AsyncSandbox({"shinken": {"run_id": a["run"]}}).start(SandboxSpec(image=a["image"]))
+    sb = await AsyncSandbox({"shinken": {"run_id": a["run"], "network": a["network"]}}).start(SandboxSpec(image=a["image"]))
     return sb
 
 async def docker_plain():
-    return await AsyncSandbox({"docker": {}}).start(SandboxSpec(image=a["image"]))
+    return await AsyncSandbox(DOCKER).start(SandboxSpec(image=a["image"]))
 
 async def shinken_task():
-    cfg = {"shinken": {"run_id": a["run"], "image": a["base"], "task_root": a["task_root"]}}
+    cfg = {"shinken": {"run_id": a["run"], "image": a["base"], "task_root": a["task_root"], "network": a["network"]}}
     return await AsyncSandbox(cfg).start(SandboxSpec(provider_options={"task_id": a["task"]}))
 
 async def docker_task():
-    sb = await AsyncSandbox({"docker": {}}).start(SandboxSpec(image=a["base"]))
+    sb = await AsyncSandbox(DOCKER).start(SandboxSpec(image=a["base"]))
     for path, local in SETUP["files"]:
         await sb.upload(local, path)
     r = await sb.exec("chown -R user:user /home/user", user="root")  # docker cp leaves root-owned files
@@ -267,13 +273,19 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
     wheel = build_wheel(tmp, [])
     docker_cli = subprocess.run(["which", "docker"], capture_output=True, text=True).stdout.strip()
     c = GymContainer(mounts=[tmp, DEMO], binds=[(Path(docker_cli), "/usr/local/bin/docker")])
-    c.start()
     run = f"bench-provider-{os.getpid()}"
+    # both providers' sandboxes on a network of this run (a shared engine's docker0 can be missing)
+    from shinken.sandbox.ownership import labels_for
+
+    subprocess.run(["docker", "network", "create", *[x for k, v in labels_for("network", run=run).items()
+                                                      for x in ("--label", f"{k}={v}")], run],
+                   check=True, capture_output=True)
+    c.start()
     try:
         r = c.exec(f"/opt/gym/bin/pip install -q {wheel}", timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr
         (tmp / "inner.py").write_text(INNER)
-        a = {"image": sandbox_image("linux"), "base": sandbox_image("cua"), "task_root": str(DEMO),
+        a = {"image": sandbox_image("linux"), "base": sandbox_image("cua"), "task_root": str(DEMO), "network": run,
              "task": args.desktop_task, "n": args.n, "run": run, "setup": task_setup(args.desktop_task, str(DEMO))}
         load_before = load()
         r = c.exec(f"/opt/gym/bin/python {tmp}/inner.py '{json.dumps(a)}'", timeout=3600)
@@ -282,8 +294,8 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         c.stop()
         subprocess.run(["bash", "-c", f"docker rm -f $(docker ps -aq --filter label=shinken.run={run}) "
-                                      f"$(docker ps -aq --filter label=nemo-gym.sandbox=1) 2>/dev/null"],
-                       capture_output=True)
+                                      f"$(docker ps -aq --filter label=nemo-gym.sandbox=1 --filter network={run}) "
+                                      f"2>/dev/null; docker network rm {run}"], capture_output=True)
     out: dict[str, Any] = {"part": "create", "n": args.n, "desktop_task": args.desktop_task,
                            "load": f"{load_before} -> {load()}"}
     for kind, t in times.items():
@@ -295,10 +307,31 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def markdown(res: dict[str, Any]) -> str:
+    """The tables docs/provider.md shows."""
+    if res["part"] == "ladder":
+        lines = ["| rollouts (x slots) | paused while thinking | rollouts/hour | seed p50 / p99 s | exec p50 / p99 s "
+                 "| sandbox memory mean / peak MiB | sandbox CPU-s per rollout | errors | load |",
+                 "|---|---|---|---|---|---|---|---|---|"]
+        for r in res["rows"]:
+            lines.append(f"| {r['concurrent']} ({r['x_slots']}x) | {'yes' if r['paused_while_thinking'] else 'no'} "
+                         f"| {r['rollouts_per_hour']} | {r['seed_p50_s']} / {r['seed_p99_s']} "
+                         f"| {r['exec_p50_s']} / {r['exec_p99_s']} | {r['mem_mean_mib']} / {r['mem_peak_mib']} "
+                         f"| {r['cpu_s_per_rollout']} | {r['errors']} | {r['load']} |")
+        return "\n".join(lines)
+    lines = ["| sandbox | shinken p50 / p95 s | Gym docker p50 / p95 s | ratio p50 / p95 |", "|---|---|---|---|"]
+    for kind in ("plain", "task"):
+        r = res[kind]
+        lines.append(f"| {kind} | {r['shinken']['p50_s']} / {r['shinken']['p95_s']} | {r['docker']['p50_s']} / "
+                     f"{r['docker']['p95_s']} | {r['ratio_p50']} / {r['ratio_p95']} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=("ladder", "create"), required=True)
-    ap.add_argument("--task", default="zenity-entry", help="ladder: the demo task forked per rollout")
+    ap.add_argument("--task", default="9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13",
+                    help="ladder: the demo task forked per rollout (default: the spreadsheet, a desktop task)")
     ap.add_argument("--image", default="cua", help="ladder: the base image of the task's golden (cua or linux)")
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4], help="ladder: multiples of the slots")
     ap.add_argument("--seconds", type=float, default=60.0, help="ladder: how long each level runs")
@@ -310,6 +343,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"load before: {load()}", flush=True)
     res = run_ladder(args) if args.part == "ladder" else run_create(args)
+    print(markdown(res))
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))
 
