@@ -329,9 +329,10 @@ class SandboxHost:
             probe = f"mkdir -p {wd}{own} && {probe}"
         res = self.exec(box, probe, timeout_s=req.ready_timeout_s, user="root", cwd="/")
         if res.return_code != 0 or READY not in (res.stdout or ""):
+            said = ((res.stderr or "") + (res.stdout or "")).strip()
+            hint = "; the image needs bash and coreutils' timeout" if res.return_code in (126, 127) else ""
             raise NotReady(f"sandbox {box.id[:12]} failed its readiness probe (rc {res.return_code}, "
-                           f"{res.error_type or 'no error type'}): {((res.stderr or '') + (res.stdout or '')).strip()[-300:]}"
-                           + ("; the image needs bash and coreutils' timeout" if box.kind == "image" else ""))
+                           f"{res.error_type or 'no error type'}): {said[-300:]}{hint}")
         for path, text in req.files.items():
             self.upload(box, text.encode("utf-8"), path)
 
@@ -480,6 +481,7 @@ class SandboxHost:
         """Close the engine connection (sandboxes stay: each is closed by its own close())."""
         with self._lock:
             client, self._client = self._client, None
+            self._providers.clear()  # they hold the client; made again on the next create
         if client is not None:
             client.close()
 
