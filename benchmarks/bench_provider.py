@@ -6,9 +6,9 @@
   the recorded rollout's steps (the computer_exec commands of a passing rollout of the task
   in tests/data/gym_rollouts/run1, recorded by `gym eval run`) with a think time before each, then closes. Run twice per level, sandboxes paused while
   the policy thinks and never paused: rollouts/hour, seed p50/p99, exec p50/p99 (an exec on a
-  paused sandbox includes its resume), sandbox memory in use (cgroup memory.usage_in_bytes
+  paused sandbox follows its resume, timed apart), sandbox memory in use (cgroup memory.usage_in_bytes
   summed over live sandboxes, sampled each second), sandbox CPU-seconds per rollout (cgroup
-  cpuacct.usage), errors.
+  cpuacct.usage), errors; with pausing, the resume before each step is timed on its own too.
 --part create (inside the NeMo Gym runner, both providers through Gym's own AsyncSandbox, in
   turns): create-to-ready p50/p95 of shinken vs Gym's built-in `docker` provider, for a plain
   image and for a desktop demo task (shinken: a fork of its golden; docker: the same image,
@@ -82,6 +82,7 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
                   memory_mib=None, disk_gib=None, ports=())
     seeds: list[float] = []
     execs: list[float] = []
+    resumes: list[float] = []
     cpu: list[float] = []
     errors: list[str] = []
     done = [0]
@@ -111,6 +112,11 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
                     if pause:
                         host.pause(box)
                     time.sleep(think_s * rnd.uniform(0.5, 1.5))
+                    if pause:  # what the exec would do first, timed on its own
+                        t1 = time.perf_counter()
+                        host.resume(box)
+                        with lock:
+                            resumes.append(time.perf_counter() - t1)
                     t1 = time.perf_counter()
                     r = host.exec(box, cmd, timeout_s=60)
                     with lock:
@@ -149,6 +155,8 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
         "seed_p99_s": round(pct(seeds, 0.99), 3) if seeds else None,
         "exec_p50_s": round(pct(execs, 0.5), 3) if execs else None,
         "exec_p99_s": round(pct(execs, 0.99), 3) if execs else None,
+        "resume_p50_s": round(pct(resumes, 0.5), 3) if resumes else None,
+        "resume_p99_s": round(pct(resumes, 0.99), 3) if resumes else None,
         "mem_mean_mib": round(statistics.mean(mem_samples) / 2**20, 1) if mem_samples else None,
         "mem_peak_mib": round(max(mem_samples) / 2**20, 1) if mem_samples else None,
         "cpu_s_per_rollout": round(statistics.mean(cpu), 3) if cpu else None,
@@ -311,12 +319,13 @@ def markdown(res: dict[str, Any]) -> str:
     """The tables docs/provider.md shows."""
     if res["part"] == "ladder":
         lines = ["| rollouts (x slots) | paused while thinking | rollouts/hour | seed p50 / p99 s | exec p50 / p99 s "
-                 "| sandbox memory mean / peak MiB | sandbox CPU-s per rollout | errors | load |",
-                 "|---|---|---|---|---|---|---|---|---|"]
+                 "| resume p50 / p99 s | sandbox memory mean / peak MiB | sandbox CPU-s per rollout | errors | load |",
+                 "|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["rows"]:
             lines.append(f"| {r['concurrent']} ({r['x_slots']}x) | {'yes' if r['paused_while_thinking'] else 'no'} "
                          f"| {r['rollouts_per_hour']} | {r['seed_p50_s']} / {r['seed_p99_s']} "
-                         f"| {r['exec_p50_s']} / {r['exec_p99_s']} | {r['mem_mean_mib']} / {r['mem_peak_mib']} "
+                         f"| {r['exec_p50_s']} / {r['exec_p99_s']} | {r.get('resume_p50_s') or '-'} / {r.get('resume_p99_s') or '-'} "
+                         f"| {r['mem_mean_mib']} / {r['mem_peak_mib']} "
                          f"| {r['cpu_s_per_rollout']} | {r['errors']} | {r['load']} |")
         return "\n".join(lines)
     lines = ["| sandbox | shinken p50 / p95 s | Gym docker p50 / p95 s | ratio p50 / p95 |", "|---|---|---|---|"]

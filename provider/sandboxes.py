@@ -43,7 +43,7 @@ LABEL_IDS = "shinken.exec_ids"  # "<uid>:<gid>" uploads are owned by
 LABEL_DISK = "shinken.disk_limit"  # "enforced" | "unenforced" when disk_gib was asked for
 READY = "shinken-sandbox-ready"
 MAX_OUTPUT = 1 << 20  # bytes of an exec's output kept (the tail)
-FREEZE_TRIES = 4  # pause/unpause attempts
+FREEZE_TRIES = 6  # pause/unpause attempts (0.1 s doubling waits: ~3 s in all)
 RUNTIME_RC = 125  # return code of an exec the sandbox could not run (Gym's docker provider uses it too)
 # stdout, a marker line, then stderr, from one exec (the exec wrapper merges the two streams).
 SPLIT = ('e=$(mktemp 2>/dev/null || echo /tmp/.shinken-err-$$); bash -c "$1" 2>"$e"; rc=$?; '
