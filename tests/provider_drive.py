@@ -3,7 +3,7 @@ workspace's shinken wheel: NeMo Gym's own registry and Sandbox / AsyncSandbox fa
 `shinken` provider. No shinken import here: the calling side is Gym's alone.
 
     python provider_drive.py api   '<json: {"image", "base", "task_root", "run_id", "network"}>'   -> one JSON report
-    python provider_drive.py spawn '<json: same>'   -> prints the ids it made, then sleeps (to be killed)
+    python provider_drive.py spawn <a .json file holding the same>   -> prints the ids it made, then sleeps (to be killed)
 """
 
 from __future__ import annotations
@@ -157,7 +157,8 @@ async def spawn(args: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    mode, raw = sys.argv[1], json.loads(sys.argv[2])
+    mode = sys.argv[1]
+    raw = json.loads(Path(sys.argv[2]).read_text() if sys.argv[2].endswith(".json") else sys.argv[2])
     if mode == "api":
         print(json.dumps(api(raw)))
     else:

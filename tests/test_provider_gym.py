@@ -1,8 +1,9 @@
-"""NeMo Gym 0.7.0's own sandbox layer drives the `shinken` provider inside the Gym runner
-(tests/provider_drive.py, interpreter: the workspace server's venv, which holds nemo-gym and the
-workspace's shinken wheel): registry lookup through the entry point, the Sandbox / AsyncSandbox
-facade over every call, Gym's error types, and a killed creator's sandboxes (and a TTL-expired
-one) reclaimed by `shinken gc` on the host."""
+"""NeMo Gym 0.7.0's own sandbox layer drives the `shinken` provider inside the Gym runner image
+(tests/provider_drive.py, run by the runner's own Gym interpreter after `pip install` of the wheel
+a workspace ships, built as make-workspace builds it): registry lookup through the entry point,
+the Sandbox / AsyncSandbox facade over every call, Gym's error types, and a killed creator's
+sandboxes (and a TTL-expired one) reclaimed by `shinken gc` on the host. No Gym servers are
+started: the provider needs none (a bare runner container, not another Gym stack)."""
 
 from __future__ import annotations
 
@@ -18,18 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from gym_harness import NAME, WS_MOUNT, sandbox_image, shinken
+from gym_harness import DEMO, GymContainer, sandbox_image, shinken
 from shinken.sandbox.ownership import LABEL_RUN, labels_for
+from shinken.workspace.wheel import build_wheel
+from shinken.workspace.writer import SERVER_CODE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-PYTHON = f"{WS_MOUNT}/resources_servers/{NAME}/.venv/bin/python"
 DRIVE = Path(__file__).resolve().parent / "provider_drive.py"
+TEMPLATES = Path(__file__).resolve().parent.parent / "workspace_templates" / "server"
 
 
 def _args(run: str) -> str:
     return json.dumps({"image": sandbox_image("linux"), "base": sandbox_image("cua"), "run_id": run,
-                       "task_root": f"{WS_MOUNT}/resources_servers/{NAME}/tasks", "network": run})
+                       "task_root": str(DEMO), "network": run})
 
 
 def _run_ids(run: str) -> list[str]:
@@ -38,18 +41,33 @@ def _run_ids(run: str) -> list[str]:
     return r.stdout.split()
 
 
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory, docker_client):
+    """A runner container with the workspace wheel installed into Gym's own environment."""
+    tmp = tmp_path_factory.mktemp("provider-gym")
+    wheel = build_wheel(tmp, [(TEMPLATES / rel).read_text() for rel in SERVER_CODE])
+    shutil.copy(DRIVE, tmp / "provider_drive.py")
+    c = GymContainer(mounts=[tmp, DEMO]).start()
+    try:
+        t0 = time.monotonic()
+        r = c.exec(f"pip install -q {wheel}", timeout=900)  # PATH: the runner's /opt/gym
+        assert r.returncode == 0, r.stdout + r.stderr
+        print(f"\nwheel installed in {time.monotonic() - t0:.1f}s")
+        yield c, tmp
+    finally:
+        c.stop()
+
+
 @pytest.fixture()
-def drive(gym_env):
-    dest = gym_env["ws"] / "results" / "provider_drive.py"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy(DRIVE, dest)
+def drive(runner):
+    c, tmp = runner
     run = f"gymprov-{uuid.uuid4().hex[:8]}"
     # The sandboxes' own network (named after the run): a shared engine's docker0 can be missing.
     label_args = [a for k, v in labels_for("network", run=run).items() for a in ("--label", f"{k}={v}")]
     net = subprocess.run(["docker", "network", "create", *label_args, run], capture_output=True, text=True)
     assert net.returncode == 0, net.stderr
     try:
-        yield gym_env["container"], f"{PYTHON} {WS_MOUNT}/results/provider_drive.py", run
+        yield c, f"python {tmp}/provider_drive.py", run, tmp
     finally:
         left = _run_ids(run)
         if left:
@@ -58,7 +76,7 @@ def drive(gym_env):
 
 
 def test_gym_registry_and_facade_drive_the_shinken_provider(drive):
-    c, script, run = drive
+    c, script, run, _ = drive
     t0 = time.monotonic()
     r = c.exec(f"{script} api '{_args(run)}'", timeout=900)
     took = time.monotonic() - t0
@@ -88,9 +106,11 @@ def test_gym_registry_and_facade_drive_the_shinken_provider(drive):
 
 
 def test_killed_creator_and_expired_sandbox_are_reclaimed_by_gc(drive):
-    c, script, run = drive
-    log = f"{WS_MOUNT}/results/provider-spawn-{run}.log"
-    pid = c.spawn(f"{script} spawn '{_args(run)}'", log)
+    c, script, run, tmp = drive
+    log = f"{tmp}/provider-spawn-{run}.log"
+    args = tmp / f"args-{run}.json"  # a file: spawn's shell wrapper quotes with '
+    args.write_text(_args(run))
+    pid = c.spawn(f"{script} spawn {args}", log)
     ids: list[str] = []
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not ids:
