@@ -71,7 +71,7 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
                  "report", "tests", "demo", "docs", "scripts"]:
         assert not any(n.startswith(f"shinken/{part}/") for n in modules), part
     folders = {n.split("/")[1] for n in modules if n.count("/") >= 2}
-    assert folders == {"bundles", "computer", "images", "judge", "mockweb", "needs", "sandbox", "schemas"}, folders
+    assert folders == {"bundles", "computer", "images", "judge", "mockweb", "needs", "provider", "sandbox", "schemas"}, folders
     assert not any(n.endswith((".toml", ".md", ".txt")) for n in modules)
     # The engine reads the default image name from images.build: that module, not the image recipes.
     assert not any(n.startswith("shinken/images/") and not n.endswith(".py") for n in modules)
