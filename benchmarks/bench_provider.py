@@ -202,7 +202,7 @@ def run_ladder(args: argparse.Namespace) -> dict[str, Any]:
 INNER = r'''
 import asyncio, json, statistics, sys, time, tempfile
 from pathlib import Path
-from nemo_gym.sandbox import AsyncSandbox, SandboxSpec
+from nemo_gym.sandbox import AsyncSandbox, SandboxSpec, create_provider
 a = json.loads(sys.argv[1])
 SETUP = a["setup"]
 
@@ -219,6 +219,21 @@ async def shinken_task():
     cfg = {"shinken": {"run_id": a["run"], "image": a["base"], "task_root": a["task_root"], "network": a["network"]}}
     return await AsyncSandbox(cfg).start(SandboxSpec(provider_options={"task_id": a["task"]}))
 
+POOLED = []  # one provider instance whose warm pool serves the pooled creates
+
+async def shinken_pooled():
+    if not POOLED:
+        POOLED.append(create_provider({"shinken": {"run_id": a["run"], "image": a["base"], "task_root": a["task_root"],
+                                                   "network": a["network"], "pool_size": a["pool_size"]}}))
+    return await AsyncSandbox(POOLED[0], owns_provider=False).start(SandboxSpec(provider_options={"task_id": a["task"]}))
+
+async def refilled(limit_s=600):
+    """Untimed: wait until the warm pool is full again (what a rollout's length gives it in use)."""
+    t0 = time.perf_counter()
+    while POOLED and POOLED[0].host.pooled() < a["pool_size"] and time.perf_counter() - t0 < limit_s:
+        await asyncio.sleep(0.2)
+    return POOLED[0].host.pooled() if POOLED else 0
+
 async def docker_task():
     sb = await AsyncSandbox(DOCKER).start(SandboxSpec(image=a["base"]))
     for path, local in SETUP["files"]:
@@ -234,19 +249,29 @@ async def docker_task():
     return sb
 
 async def main():
-    kinds = {"plain": (shinken_plain, docker_plain), "task": (shinken_task, docker_task)}
+    kinds = {"plain": [("shinken", shinken_plain), ("docker", docker_plain)],
+             "task": [("shinken", shinken_task), ("shinken_pooled", shinken_pooled), ("docker", docker_task)]}
     out = {}
-    for name, (s, d) in kinds.items():
-        sb = await s(); await sb.stop()  # warm: the golden exists, both images are in the page cache
-        sb = await d(); await sb.stop()
-        times = {"shinken": [], "docker": []}
+    for name, makers in kinds.items():
+        for _, make in makers:  # warm: the golden exists, the images are in the page cache, the pool is filling
+            sb = await make(); await sb.stop()
+        times = {label: [] for label, _ in makers}
         for i in range(a["n"]):
-            for label, make in (("shinken", s), ("docker", d)) if i % 2 == 0 else (("docker", d), ("shinken", s)):
+            k = i % len(makers)
+            for label, make in makers[k:] + makers[:k]:  # the order turns each round
+                if label == "shinken_pooled":
+                    if await refilled() < a["pool_size"]:
+                        times.setdefault("pool_not_refilled", []).append(float(i))
+                    before = POOLED[0].host.pooled()
                 t0 = time.perf_counter()
                 sb = await make()
                 times[label].append(time.perf_counter() - t0)
+                if label == "shinken_pooled" and POOLED[0].host.pooled() >= before:
+                    times.setdefault("pool_misses", []).append(float(i))
                 await sb.stop()
         out[name] = times
+    if POOLED:
+        await POOLED[0].aclose()  # drains the pool
     print(json.dumps(out))
 
 asyncio.run(main())
@@ -294,7 +319,7 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
         assert r.returncode == 0, r.stdout + r.stderr
         (tmp / "inner.py").write_text(INNER)
         a = {"image": sandbox_image("linux"), "base": sandbox_image("cua"), "task_root": str(DEMO), "network": run,
-             "task": args.desktop_task, "n": args.n, "run": run, "setup": task_setup(args.desktop_task, str(DEMO))}
+             "task": args.desktop_task, "n": args.n, "run": run, "pool_size": args.pool_size, "setup": task_setup(args.desktop_task, str(DEMO))}
         load_before = load()
         r = c.exec(f"/opt/gym/bin/python {tmp}/inner.py '{json.dumps(a)}'", timeout=3600)
         assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
@@ -304,12 +329,15 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
         subprocess.run(["bash", "-c", f"docker rm -f $(docker ps -aq --filter label=shinken.run={run}) "
                                       f"$(docker ps -aq --filter label=nemo-gym.sandbox=1 --filter network={run}) "
                                       f"2>/dev/null; docker network rm {run}"], capture_output=True)
-    out: dict[str, Any] = {"part": "create", "n": args.n, "desktop_task": args.desktop_task,
+    out: dict[str, Any] = {"part": "create", "n": args.n, "desktop_task": args.desktop_task, "pool_size": args.pool_size,
                            "load": f"{load_before} -> {load()}"}
     for kind, t in times.items():
-        row = {p: {"p50_s": round(pct(v, 0.5), 3), "p95_s": round(pct(v, 0.95), 3)} for p, v in t.items()}
-        row["ratio_p50"] = round(pct(t["shinken"], 0.5) / pct(t["docker"], 0.5), 3)
-        row["ratio_p95"] = round(pct(t["shinken"], 0.95) / pct(t["docker"], 0.95), 3)
+        row: dict[str, Any] = {"pool_misses": len(t.pop("pool_misses", [])),
+                               "pool_not_refilled": len(t.pop("pool_not_refilled", []))}
+        for p, v in t.items():
+            row[p] = {"p50_s": round(pct(v, 0.5), 3), "p95_s": round(pct(v, 0.95), 3),
+                      "ratio_p50": round(pct(v, 0.5) / pct(t["docker"], 0.5), 3),
+                      "ratio_p95": round(pct(v, 0.95) / pct(t["docker"], 0.95), 3)}
         out[kind] = row
     print(json.dumps(out, indent=1))
     return out
@@ -329,10 +357,15 @@ def markdown(res: dict[str, Any]) -> str:
                          f"| {r['cpu_s_per_rollout']} | {r['errors']} | {r['load']} |")
         return "\n".join(lines)
     lines = ["| sandbox | shinken p50 / p95 s | Gym docker p50 / p95 s | ratio p50 / p95 |", "|---|---|---|---|"]
+    names = {"shinken": "", "shinken_pooled": f", warm pool of {res.get('pool_size')}"}
     for kind in ("plain", "task"):
         r = res[kind]
-        lines.append(f"| {kind} | {r['shinken']['p50_s']} / {r['shinken']['p95_s']} | {r['docker']['p50_s']} / "
-                     f"{r['docker']['p95_s']} | {r['ratio_p50']} / {r['ratio_p95']} |")
+        for p in ("shinken", "shinken_pooled"):
+            if p not in r:
+                continue
+            miss = f" ({r['pool_misses']} of {res['n']} missed the pool)" if p == "shinken_pooled" else ""
+            lines.append(f"| {kind}{names[p]}{miss} | {r[p]['p50_s']} / {r[p]['p95_s']} | {r['docker']['p50_s']} / "
+                         f"{r['docker']['p95_s']} | {r[p]['ratio_p50']} / {r[p]['ratio_p95']} |")
     return "\n".join(lines)
 
 
@@ -348,6 +381,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8, help="create: samples per provider and kind")
     ap.add_argument("--desktop-task", default="9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13",
                     help="create: the demo task with a desktop and a setup")
+    ap.add_argument("--pool-size", type=int, default=2, help="create: the shinken provider's pool_size (pooled row)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
     print(f"load before: {load()}", flush=True)

@@ -9,6 +9,7 @@ A Gym config names the provider in a `sandbox:` block; its keys become ProviderC
         task_root: /data/cua-gym/final     # where provider_options.task_id is looked up
         default_ttl_s: 3600                # sandboxes without ttl_s expire after this
         limits: {cpus: 2, memory_mib: 2048, pids: 512}
+        pool_size: 2                       # warm forks per task, filled after its first create
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class ProviderConfig:
     limits: DefaultLimits = field(default_factory=DefaultLimits)
     run_id: str | None = None  # the shinken.run label on every sandbox (gc --label shinken.run=...)
     max_workers: int = 64  # threads serving blocking engine calls for the event loop
+    pool_size: int = 0  # checked forks kept warm per task (and tier, ttl_s, limits); 0: no pool
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> ProviderConfig:
@@ -119,6 +121,7 @@ class ProviderConfig:
             limits=DefaultLimits.parse(raw.get("limits")),
             run_id=text("run_id"),
             max_workers=_number("max_workers", raw.get("max_workers", base.max_workers), minimum=1, integer=True),
+            pool_size=_number("pool_size", raw.get("pool_size", base.pool_size), minimum=0, integer=True),
         )
 
 

@@ -163,7 +163,8 @@ class ShinkenProvider:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False)
-        self.host.shutdown()
+        # drains the warm pools (waits for a fork being made): off the event loop
+        await asyncio.get_running_loop().run_in_executor(None, self.host.shutdown)
 
     # ------------------------------------------------------------------ capabilities
 

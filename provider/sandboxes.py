@@ -29,7 +29,7 @@ from shinken.sandbox import guest
 from shinken.sandbox.api import Golden, InfraError, SessionError, StartStateError
 from shinken.sandbox.container import Container, UserIds, infra, remove_container, start_container
 from shinken.sandbox.docker_client import connect, find_image
-from shinken.sandbox.forks import DockerFork
+from shinken.sandbox.forks import DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_EXPIRES, LABEL_MADE_BY, LABEL_MANAGED, labels_for
 from shinken.sandbox.policy import Limits, task_needs
 from shinken.tiers import Tier, serving_tier
@@ -120,6 +120,10 @@ class SandboxHost:
         self._golden_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._forks: dict[str, DockerFork] = {}
         self._base_ids: dict[str, str] = {}
+        # Warm pools of checked forks (config.pool_size), one per task, tier, ttl_s and limits.
+        self._pools: dict[tuple[Any, ...], ForkPool] = {}
+        self._pool_expiry: dict[str, float | None] = {}  # a pooled fork's expiry label, by container id
+        self._closed = False
 
     # ------------------------------------------------------------------ engine
 
@@ -138,9 +142,13 @@ class SandboxHost:
         d = self.config.limits
         return Limits(mem=f"{req.memory_mib or d.memory_mib}m", pids=d.pids, cpus=req.cpus or d.cpus)
 
-    def _labels(self, req: Request, kind: str, user: str, ids: UserIds) -> dict[str, str]:
+    def _ttl(self, req: Request) -> float | None:
+        return req.ttl_s if req.ttl_s is not None else self.config.default_ttl_s
+
+    def _labels(self, req: Request | float | None, kind: str, user: str, ids: UserIds) -> dict[str, str]:
+        """Ownership labels of a sandbox; `req` is the request or the ttl_s (None: no expiry)."""
         out = {LABEL_MADE_BY: MADE_BY, LABEL_SANDBOX: kind, LABEL_EXEC_USER: user, LABEL_IDS: f"{ids.uid}:{ids.gid}"}
-        ttl = req.ttl_s if req.ttl_s is not None else self.config.default_ttl_s
+        ttl = self._ttl(req) if isinstance(req, Request) else req
         if ttl is not None:
             out[LABEL_EXPIRES] = str(int(time.time() + ttl + 0.999))
         return out
@@ -234,9 +242,18 @@ class SandboxHost:
                             accept_filesystem=self.config.accept_filesystem)
         ids = UserIds(golden.user_uid, golden.user_gid)
         labels = self._labels(req, "task", guest.USER, ids)
-        fork: DockerFork | None = None
         t0 = time.monotonic()
-        for attempt in (1, 2):  # a start state that differs is tried once more on a fresh computer
+        pool_key = (opts.task_root, bundle.id, golden.image_id, tier.value, self._ttl(req), self._limits(req))
+        fork = self._take_pooled(pool_key)
+        pooled = fork is not None
+        if fork is not None:
+            with self._lock:
+                expires = self._pool_expiry.pop(fork.id, None)
+            if expires is not None:
+                labels[LABEL_EXPIRES] = str(int(expires))
+        for attempt in (1, 2):
+            if fork is not None:
+                break  # a start state that differs is tried once more on a fresh computer
             try:
                 if tier is Tier.REPROVISION:
                     fork = provider.provision(bundle, golden, setup_timeout=self.config.setup_timeout_s,
@@ -257,8 +274,63 @@ class SandboxHost:
             self._forks[fork.id] = fork
         box = Box(fork.id, "task", guest.USER, ids.uid, ids.gid, fork.network, req.workdir, dict(req.env),
                   task_id=opts.task_id, tier=tier.value, expires=_expiry(labels))
-        box.timings = {"fork_s": round(time.monotonic() - t0, 4), **fork.start_timings}
+        box.timings = {"fork_s": round(time.monotonic() - t0, 4), **({} if pooled else fork.start_timings),
+                       "pooled": 1.0 if pooled else 0.0}
+        if self.config.pool_size > 0:  # filled in the background once the task has been served once
+            self._ensure_pool(pool_key, provider, bundle, golden, tier, self._ttl(req), ids)
         return box
+
+    # ------------------------------------------------------------------ warm pools
+
+    def _take_pooled(self, key: tuple[Any, ...]) -> DockerFork | None:
+        """A ready fork of the task's warm pool, or None (no pool, none ready yet, or the pool's
+        last make failed: the caller makes a fork itself and reports its error)."""
+        with self._lock:
+            pool = self._pools.get(key)
+        if pool is None or pool.ready == 0:
+            return None
+        try:
+            return pool.acquire(timeout=0)
+        except ShinkenError:
+            return None
+
+    def _ensure_pool(self, key: tuple[Any, ...], provider: Any, bundle: Bundle, golden: Golden, tier: Tier,
+                     ttl: float | None, ids: UserIds) -> None:
+        with self._lock:
+            if self._closed or key in self._pools:
+                return
+
+            def make() -> DockerFork:
+                # Labels made per fork: its expiry counts from when it was made (ttl_s is never exceeded).
+                labels = self._labels(ttl, "task", guest.USER, ids)
+                if tier is Tier.REPROVISION:
+                    f = provider.provision(bundle, golden, kind="pool", setup_timeout=self.config.setup_timeout_s,
+                                           extra_labels=labels)
+                else:
+                    f = provider.fork(golden, kind="pool", tier=tier, extra_labels=labels)
+                with self._lock:
+                    self._pool_expiry[f.id] = _expiry(labels)
+                return f  # type: ignore[no-any-return]
+
+            self._pools[key] = ForkPool(provider, golden, self.config.pool_size, make=make)
+
+    def pooled(self) -> int:
+        """Forks ready in all warm pools."""
+        with self._lock:
+            pools = list(self._pools.values())
+        return sum(p.ready for p in pools)
+
+    def drain(self) -> None:
+        """Close every warm pool and remove the forks still in it (sandboxes handed out stay)."""
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for p in pools:
+            try:
+                p.close()
+            except ShinkenError as exc:
+                log.warning("closing a warm pool: %s", exc)
+        with self._lock:
+            self._pool_expiry.clear()
 
     def _image_id(self, ref: str) -> str:
         ref = ref.removeprefix("docker://")
@@ -478,7 +550,11 @@ class SandboxHost:
                    expires=_expiry(labels), paused=state == "paused")
 
     def shutdown(self) -> None:
-        """Close the engine connection (sandboxes stay: each is closed by its own close())."""
+        """Drain the warm pools, then close the engine connection (sandboxes handed out stay: each
+        is closed by its own close(); gc reclaims them past their owner or ttl_s)."""
+        with self._lock:
+            self._closed = True
+        self.drain()
         with self._lock:
             client, self._client = self._client, None
             self._providers.clear()  # they hold the client; made again on the next create

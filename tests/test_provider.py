@@ -143,3 +143,37 @@ def test_gc_reclaims_a_live_owners_sandbox_past_its_ttl(host, docker_client, lin
     assert failed == [] and [i.id for i in reclaimed] == [short.id]
     assert [c["Id"] for c in run_containers(docker_client, host.run)] == [kept.id]
     host.close(kept)
+
+
+@pytest.mark.docker
+def test_task_warm_pool_fills_after_first_create_and_drains(host, docker_client, linux_image):
+    host.config = ProviderConfig.parse({"run_id": host.run, "image": linux_image, "network": "none", "pool_size": 1})
+    opts = TaskOptions.parse({"task_id": "hello-file", "task_root": str(DEMO)}, host.config)
+    first = host.create(req(None, task=opts, ttl_s=300))
+    assert first.timings["pooled"] == 0.0  # the first create of a task makes its fork itself
+    deadline = time.monotonic() + 120
+    while host.pooled() < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert host.pooled() == 1, "the warm pool was not filled in the background"
+    waiting = [c for c in run_containers(docker_client, host.run) if c["Id"] != first.id]
+    assert len(waiting) == 1
+    labels = waiting[0]["Labels"]  # the same ownership labels as a fork: gc reclaims them past owner or ttl_s
+    assert labels[LABEL_KIND] == "pool" and labels[LABEL_MADE_BY] == "gym-provider" and labels[LABEL_RUN] == host.run
+    assert labels["shinken.task"] == "hello-file" and labels[LABEL_OWNER].split("/")[1].isdigit()
+    assert abs(float(labels[LABEL_EXPIRES]) - (time.time() + 300)) < 120
+    second = host.create(req(None, task=opts, ttl_s=300))
+    assert second.timings["pooled"] == 1.0 and second.id == waiting[0]["Id"]
+    assert second.expires == float(labels[LABEL_EXPIRES])
+    r = host.exec(second, "id -un; test -f /home/user/initial_setup.sh && echo setup-ran")
+    assert r.stdout == "user\nsetup-ran\n", r
+    other_ttl = host.create(req(None, task=opts, ttl_s=900))  # another ttl_s: not served from that pool
+    assert other_ttl.timings["pooled"] == 0.0
+    deadline = time.monotonic() + 120
+    while host.pooled() < 2 and time.monotonic() < deadline:  # refilled, and the new ttl_s got its own
+        time.sleep(0.2)
+    assert host.pooled() == 2
+    host.drain()  # the waiting forks are removed, the handed-out sandboxes stay
+    assert {c["Id"] for c in run_containers(docker_client, host.run)} == {first.id, second.id, other_ttl.id}
+    for b in (first, second, other_ttl):
+        host.close(b)
+    assert run_containers(docker_client, host.run) == []
