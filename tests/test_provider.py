@@ -28,13 +28,14 @@ def req(image: str | None = None, **kw) -> Request:
 
 
 def test_config_refuses_unknown_keys_and_bad_values():
-    assert ProviderConfig.parse({}).exec_timeout_s == 180
+    assert ProviderConfig.parse({}).exec_timeout_s == 180 and ProviderConfig.parse({}).pool_size == 0
     cfg = ProviderConfig.parse({"task_root": "/t", "default_ttl_s": 60, "limits": {"cpus": 1, "memory_mib": 512}})
     assert cfg.limits.cpus == 1.0 and cfg.limits.memory_mib == 512 and cfg.default_ttl_s == 60.0
     for bad, words in [({"bogus": 1}, "unknown key(s) bogus"), ({"network": ""}, "network"),
                        ({"limits": {"gpu": 1}}, "unknown key(s) gpu"), ({"default_ttl_s": -1}, ">= 1"),
                        ({"exec_timeout_s": "fast"}, "expected a number"), ({"accept_filesystem": "yes"}, "true or false"),
-                       ({"limits": {"memory_mib": 1.5}}, "integer")]:
+                       ({"limits": {"memory_mib": 1.5}}, "integer"), ({"pool_size": -1}, ">= 0"),
+                       ({"pool_size": 1.5}, "integer")]:
         with pytest.raises(ConfigProblem, match=words.replace("(", r"\(").replace(")", r"\)")):
             ProviderConfig.parse(bad)
     assert TaskOptions.parse({}, cfg) is None
