@@ -111,6 +111,7 @@ def _jsonl(data: bytes) -> list[dict]:
     return [json.loads(ln) for ln in data.splitlines() if ln.strip()]
 
 
+@pytest.mark.docker
 def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     local = _ok(_publish(demo_run, env, "--local-dir", str(tmp_path / "review")))
@@ -178,6 +179,7 @@ def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_pat
     assert by_id["zero-signal"]["stage"] == "probe" and by_id["zero-signal"]["rewards"] == [1.0, 1.0]
 
 
+@pytest.mark.docker
 def test_unchanged_republish_is_a_no_op_and_a_change_is_one_commit(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     first = _ok(_publish(demo_run, env, "--public"))
@@ -208,6 +210,7 @@ def test_unchanged_republish_is_a_no_op_and_a_change_is_one_commit(demo_run, hub
     assert json.loads(repo.files["provenance.json"])["split"]["seed"] == 7
 
 
+@pytest.mark.docker
 def test_concurrent_commit_fails_clearly_and_writes_nothing(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     _ok(_publish(demo_run, env))
@@ -226,6 +229,7 @@ def test_concurrent_commit_fails_clearly_and_writes_nothing(demo_run, hub: HubSe
     assert repo.files == theirs  # ours did not land, not even partly
 
 
+@pytest.mark.docker
 def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     _ok(_publish(demo_run, env))
@@ -247,6 +251,7 @@ def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: P
     assert json.loads(repo.history[repo.refs["v2"]]["provenance.json"])["split"]["seed"] == 9
 
 
+@pytest.mark.docker
 def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
     _fails(_publish(demo_run, _env(hub, tmp_path, token=None)), EXIT_USAGE, "HF_TOKEN", "--local-dir")
     assert not hub.requests  # refused before any request
@@ -257,6 +262,7 @@ def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: 
     assert "team/cua-clean" not in hub.repos
 
 
+@pytest.mark.docker
 def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     base = ["publish", "--receipt", str(demo_run["receipt"]), "--task-root", str(demo_run["root"])]
@@ -289,6 +295,7 @@ def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path
     assert (other / "keep.txt").read_text() == "x" and not hub.requests
 
 
+@pytest.mark.docker
 def test_published_repo_round_trips_through_download(demo_run, hub: HubServer, tmp_path: Path,
                                                      linux_image: str) -> None:
     env = _env(hub, tmp_path)
@@ -388,6 +395,7 @@ def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:
            EXIT_USAGE, "did not keep")
 
 
+@pytest.mark.docker
 def test_card_does_not_depend_on_docker_answering(demo_run, hub: HubServer, tmp_path: Path) -> None:
     """An unchanged re-publish compares the card's bytes, so the image content hash must not
     come and go with the engine: without Docker it is read from the hash tag the probe ran."""
