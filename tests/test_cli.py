@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
-import sys
 import tomllib
 from pathlib import Path
 
