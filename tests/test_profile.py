@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_runner import CliResult, run_cli as shinken
+from tests.cli_runner import run_cli as shinken
 
 from shinken.errors import ShinkenError
 from shinken.profiles.bands import Settings, band_of, control_sample

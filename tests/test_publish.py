@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import CliResult, run_cli
 import yaml
 
 from shinken.errors import EXIT_FAILED, EXIT_USAGE
@@ -24,15 +25,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from tests.hub_server import GITATTRIBUTES, FakeRepo, HubServer  # noqa: E402
 
-SHINKEN = Path(sys.executable).with_name("shinken")
 KEPT = ["hello-file", "hello-notes"]
 DROPPED = {"zero-signal": "zero_signal", "broken-reward": "defective"}
 TOKEN = "hf_publish_test"
 
 
-def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> CliResult:
+    # A process of its own: huggingface_hub reads HF_ENDPOINT and the token once, at import.
+    return run_cli(*args, env=env, subprocess_=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def _env(hub: HubServer, tmp_path: Path, token: str | None = TOKEN) -> dict[str,
 
 
 def _publish(demo_run: dict[str, Path], env: dict[str, str], *extra: str, repo_id: str = "team/cua-clean",
-             triage: bool = True, as_json: bool = True) -> subprocess.CompletedProcess:
+             triage: bool = True, as_json: bool = True) -> CliResult:
     args = ["publish", "--repo-id", repo_id, "--receipt", str(demo_run["receipt"]),
             "--task-root", str(demo_run["root"]), "--license", "apache-2.0", *extra]
     if as_json:
@@ -89,7 +89,7 @@ def _publish(demo_run: dict[str, Path], env: dict[str, str], *extra: str, repo_i
     return _run(args, env)
 
 
-def _ok(p: subprocess.CompletedProcess) -> dict:
+def _ok(p: CliResult) -> dict:
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     doc = json.loads(p.stdout)
@@ -97,7 +97,7 @@ def _ok(p: subprocess.CompletedProcess) -> dict:
     return doc
 
 
-def _fails(p: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+def _fails(p: CliResult, code: int, *needles: str) -> str:
     assert p.returncode == code, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr and p.stdout == ""
     line = p.stderr.strip().splitlines()[-1]
