@@ -117,6 +117,9 @@ def test_layout_from_demo_bundles(tmp_path: Path, demo_root: Path) -> None:
     cfg = (server / "configs" / "shinken_cua.yaml").read_text()
     assert "license: \"Apache 2.0\"" in cfg and "legacy_agent" in cfg and "num_workers: 1" in cfg
     assert "cua_gym_tasks: \"${oc.env:CUA_GYM_TASKS,'resources_servers/shinken_cua/tasks'}\"" in cfg
+    for knob, default in (("SHINKEN_POOL_SIZE", 0), ("SHINKEN_IDLE_TTL", 900), ("SHINKEN_GOLDEN_TTL", 3600),
+                          ("SHINKEN_MAX_GOLDENS", 64)):  # the engine's defaults (computer/settings.py), as written before
+        assert f"{knob},{default}}}" in cfg, knob
     manifest_yaml = (dest / "environments" / "shinken_cua" / "manifest.yaml").read_text()
     assert 'licensing: "Apache-2.0"' in manifest_yaml and '- "Ada Lovelace"' in manifest_yaml
     assert "TODO" not in manifest_yaml and "TBD" not in cfg
