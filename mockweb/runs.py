@@ -61,11 +61,13 @@ def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> 
     """None when the run was given neither a hub nor a mock URL map (web tasks stay blocked)."""
     if hub is None and mock_urls is None:
         return None
-    manifest = read_manifest(client or _docker(), hub) if hub else None
-    urls = hub_url_map(manifest) if manifest is not None else UrlMap()
+    doc = None  # the file first: bad input is said before the engine is asked
     if mock_urls is not None:
         doc = read_json(mock_urls, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."} or url_variables.json',
                         schema="mock_urls")
+    manifest = read_manifest(client or _docker(), hub) if hub else None
+    urls = hub_url_map(manifest) if manifest is not None else UrlMap()
+    if mock_urls is not None and doc is not None:
         add_mock_urls(urls, doc, str(mock_urls), bind_only=manifest is not None)
     return WebPlan(urls, manifest, hub, default_cache_root())
 

@@ -19,7 +19,9 @@ import pytest
 from shinken.schemas import check_with_jsonschema, validation_error
 from shinken.triage.codes import CODES
 from shinken.triage.evaluate import Capabilities
-from shinken.triage.manifest import load_manifest_file, load_mock_urls
+from shinken.errors import ShinkenError
+from shinken.mockweb.runs import web_plan
+from shinken.triage.manifest import load_manifest_file
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
 from shinken.needs.shell import command_needs, script_needs
@@ -291,23 +293,48 @@ def test_every_reason_code_is_exercised(corpus: Path, caps: Capabilities, tmp_pa
     assert seen | {"unreadable"} == set(CODES), set(CODES) ^ seen
 
 
-def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+def load_mock_urls(path: Path) -> dict[str, str]:
+    """The flat map triage matches against, read by the one --mock-urls reader (mockweb)."""
+    plan = web_plan(None, path)
+    assert plan is not None
+    return plan.mock_urls()
+
+
+def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path, monkeypatch) -> None:
     f = tmp_path / "mock.json"
     f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
     t = run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]
     assert t["verdict"] == "runnable" and t["reasons"] == [], t["reasons"]  # HOST follows from URL
-    f.write_bytes(orjson.dumps({"__CUA_GYM_SLACK_URL__": {"default": "http://127.0.0.1:8002"}}))
+    # url_variables.json's shape (docs/mock-web.md): the env var's value is the address; the
+    # hosted default is never used as one.
+    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "SHINKEN_TEST_GMAIL_URL", "kind": "url",
+                                                          "default": "http://127.0.0.1:8002"}}))
+    monkeypatch.delenv("SHINKEN_TEST_GMAIL_URL", raising=False)
+    assert load_mock_urls(f) == {}
     assert run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]["verdict"] == "blocked"
-    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "GMAIL_URL", "kind": "url",
-                                                          "hosted": "https://gmail.mock.example/"}}))
-    assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "https://gmail.mock.example/"}
+    monkeypatch.setenv("SHINKEN_TEST_GMAIL_URL", "http://10.0.0.5:8006")
+    assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "http://10.0.0.5:8006",
+                                 "__CUA_GYM_GMAIL_HOST__": "10.0.0.5:8006"}
     # A hosted mock host is the same app: the app's placeholder mapping covers it.
     f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
     t = run(corpus, caps, mock_urls=load_mock_urls(f))["gmail_draft_007"]
     assert "needs_mock_web" not in codes(t) and codes(t) == {"normalized", "missing_app"}, t["reasons"]
     f.write_bytes(b'{"GMAIL": "x"}')
-    with pytest.raises(Exception, match="not a valid mock URL map"):
+    with pytest.raises(ShinkenError, match="mock URL map"):
         load_mock_urls(f)
+
+
+def test_triage_and_probe_read_mock_urls_alike(tmp_path: Path, shinken_cli) -> None:
+    """`shinken triage --mock-urls` counts what the probe's reader makes of the file: an entry
+    whose env var is unset gives no address, whatever its hosted default says."""
+    f = tmp_path / "url_variables.json"
+    f.write_bytes(orjson.dumps({"variables": {
+        "__CUA_GYM_GMAIL_URL__": {"env": "SHINKEN_TEST_UNSET_URL", "kind": "url", "default": "https://cua-gym-gmail.xlang.ai"},
+        "__CUA_GYM_SLACK_URL__": "http://10.0.0.5:8006"}}))
+    r = shinken_cli("triage", DATA.parent.parent / "demo", "--manifest", MANIFEST, "--mock-urls", f, "--no-cache", "--json",
+                    setenv={"SHINKEN_TEST_UNSET_URL": ""})
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["summary"]["mock_urls"] == len(load_mock_urls(f)) == 2  # SLACK's URL and HOST
 
 
 def test_report_validates_against_schema(corpus: Path, caps: Capabilities) -> None:
