@@ -24,7 +24,7 @@ import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
@@ -36,6 +36,10 @@ from shinken.judge.config import JudgeConfig
 from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError, StartStateError
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
+    from shinken.mockweb.session import WebSession
 
 log = logging.getLogger("shinken.computer")
 
@@ -105,7 +109,7 @@ class ComputerEngine:
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None, web: Any = None) -> None:
+                 judge: JudgeConfig | None = None, web: WebPlan | None = None) -> None:
         self.task_root = Path(task_root)
         self.image = image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
@@ -125,7 +129,7 @@ class ComputerEngine:
         # mockweb.runs.WebPlan: web tasks are materialized for its hub and forked with their own
         # sids; the session (hub container + network) lives as long as the engine.
         self.web_plan = web
-        self.web_session = None
+        self.web_session: WebSession | None = None
         if provider is None:
             from shinken.sandbox.docker_provider import DockerProvider
 

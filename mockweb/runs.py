@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
@@ -21,6 +21,9 @@ from shinken.mockweb.materialize import (
     needs_materializing,
 )
 from shinken.schemas import read_json
+
+if TYPE_CHECKING:
+    from shinken.mockweb.session import WebSession
 
 
 def _docker() -> Any:
@@ -51,7 +54,7 @@ class WebPlan:
             return bundle, f"needs_mock_web: {', '.join(m.missing)} not served by {where}"
         return m.bundle, None
 
-    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> Any:
+    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> WebSession:
         from shinken.mockweb.session import WebSession
 
         return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root, labels=labels)

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 
 from shinken.bundles.loader import load_root
@@ -26,6 +26,9 @@ from shinken.probes.receipts import ReceiptLog
 from shinken.probes.rollouts import Rollout, load_rollouts
 from shinken.probes.runner import ProbeConfig, dropped_line
 from shinken.schemas import read_json, write_json
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
 
 RUNNABLE_VERDICTS = frozenset({"runnable"})
 
@@ -82,7 +85,7 @@ class Plan:
     bundles: list[Bundle]
     dropped: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
-    web: Any = None  # mockweb.runs.WebPlan when the run serves mock web apps
+    web: WebPlan | None = None  # when the run serves mock web apps
 
 
 def default_run_dir(task_root: Path, image: str) -> Path:
@@ -150,7 +153,7 @@ def _verdicts_from_triage(path: Path, judge: bool = False) -> dict[str, tuple[st
 
 
 def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: str | None = None,
-                web: Any = None) -> dict[str, tuple[str, str]]:
+                web: WebPlan | None = None) -> dict[str, tuple[str, str]]:
     """Triage with the triage package (same analysis as `shinken triage`).
 
     Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
@@ -211,7 +214,7 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
     return Plan(bundles, dropped, rollouts, web)
 
 
-def _web_plan(req: ProbeRequest) -> Any:
+def _web_plan(req: ProbeRequest) -> WebPlan | None:
     from shinken.mockweb.runs import web_plan
 
     return web_plan(req.hub, req.mock_urls)
