@@ -69,7 +69,7 @@ def main() -> None:
     """Every way a command ends: its exit code, and for errors one line on stderr."""
     try:
         # standalone_mode=False returns typer.Exit codes instead of raising them.
-        rc = app(standalone_mode=False)
+        rc = app(standalone_mode=False, prog_name="shinken")  # one name however it was started (-m, entry point, tests)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ShinkenError as exc:  # bad input (2), failed work (1), missing environment (3)

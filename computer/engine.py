@@ -22,12 +22,13 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
+from shinken.computer.settings import DEFAULTS, ServerSettings
 from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
@@ -35,6 +36,10 @@ from shinken.judge.config import JudgeConfig
 from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError, StartStateError
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
+    from shinken.mockweb.session import WebSession
 
 log = logging.getLogger("shinken.computer")
 
@@ -96,27 +101,15 @@ class _PendingDelete:
     last_error: str = ""
 
 
-def _env_number(name: str, default: float, *, integer: bool = False) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw) if integer else float(raw)
-    except ValueError:
-        raise ShinkenError(f"{name}={raw!r}: not a number; set it to e.g. {int(default)}") from None
-    if value < 0:
-        raise ShinkenError(f"{name}={raw!r}: must not be negative")
-    return value
-
-
 class ComputerEngine:
     def __init__(self, task_root: str | os.PathLike[str], image: str, *, accept_filesystem: bool = False,
-                 pool_size: int = 0, idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
+                 pool_size: int = DEFAULTS.pool_size, idle_ttl_s: float = DEFAULTS.idle_ttl_s,
+                 golden_ttl_s: float = DEFAULTS.golden_ttl_s, max_goldens: int = DEFAULTS.max_goldens,
                  provider: Provider | None = None,
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None, web: Any = None) -> None:
+                 judge: JudgeConfig | None = None, web: WebPlan | None = None) -> None:
         self.task_root = Path(task_root)
         self.image = image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
@@ -136,7 +129,7 @@ class ComputerEngine:
         # mockweb.runs.WebPlan: web tasks are materialized for its hub and forked with their own
         # sids; the session (hub container + network) lives as long as the engine.
         self.web_plan = web
-        self.web_session = None
+        self.web_session: WebSession | None = None
         if provider is None:
             from shinken.sandbox.docker_provider import DockerProvider
 
@@ -184,10 +177,7 @@ class ComputerEngine:
             image=os.environ.get("SHINKEN_IMAGE", "").strip() or DEFAULT_IMAGE,
             # "filesystem" = the operator accepts unchecked forks that keep files but may lack processes.
             accept_filesystem=fidelity == "filesystem",
-            pool_size=int(_env_number("SHINKEN_POOL_SIZE", 0, integer=True)),
-            idle_ttl_s=_env_number("SHINKEN_IDLE_TTL", 900),
-            golden_ttl_s=_env_number("SHINKEN_GOLDEN_TTL", 3600),
-            max_goldens=int(_env_number("SHINKEN_MAX_GOLDENS", 64, integer=True)),
+            **asdict(ServerSettings.from_env()),  # SHINKEN_POOL_SIZE, _IDLE_TTL, _GOLDEN_TTL, _MAX_GOLDENS
             # Server config shinken_judge_url / shinken_judge_model (docs/judge.md).
             judge=JudgeConfig.create(os.environ.get("SHINKEN_JUDGE_URL", "").strip() or None,
                                      os.environ.get("SHINKEN_JUDGE_MODEL", "").strip() or None,

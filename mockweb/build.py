@@ -224,7 +224,7 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         repo, version = tag.split(":")
         img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
         res = api.commit(cid, repository=repo, tag=version, conf={"Labels": img_labels, "Cmd": ["sleep", "infinity"]})
-        return res["Id"]
+        return str(res["Id"])
     except docker.errors.APIError as exc:
         raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path})") from None
     finally:

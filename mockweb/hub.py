@@ -198,7 +198,8 @@ def hub_get(client: Any, cid: str, path: str, timeout: float = 150) -> Any:
 
 
 def health(client: Any, cid: str) -> dict[str, Any]:
-    return hub_get(client, cid, "/__shinken/health")
+    doc: dict[str, Any] = hub_get(client, cid, "/__shinken/health")
+    return doc
 
 
 def start_app(client: Any, cid: str, app: str) -> float:

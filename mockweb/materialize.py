@@ -75,10 +75,10 @@ class UrlMap:
             out[f"__CUA_GYM_{key}_URL__"] = t.url
             out[f"__CUA_GYM_{key}_HOST__"] = urlparse(t.url).netloc
         for ph, key in self.placeholder_keys.items():
-            t = self.targets.get(key)
-            if t is not None:
-                out[f"__CUA_GYM_{ph}_URL__"] = t.url
-                out[f"__CUA_GYM_{ph}_HOST__"] = urlparse(t.url).netloc
+            bound = self.targets.get(key)
+            if bound is not None:
+                out[f"__CUA_GYM_{ph}_URL__"] = bound.url
+                out[f"__CUA_GYM_{ph}_HOST__"] = urlparse(bound.url).netloc
         return out
 
 
@@ -96,7 +96,8 @@ def add_mock_urls(urls: UrlMap, doc: Mapping[str, Any], where: str, *, bind_only
     document may only say which app a placeholder means (its hosted default); an address in it
     is refused, since forks of a hub run reach nothing but the hub."""
     env = os.environ if env is None else env
-    entries = doc.get("variables") if isinstance(doc.get("variables"), dict) else doc
+    variables = doc.get("variables")
+    entries: Mapping[str, Any] = variables if isinstance(variables, dict) else doc
     hosts: dict[str, str] = {}
     for ph, spec in entries.items():
         m = _PH_NAME_RE.match(str(ph))
@@ -262,7 +263,8 @@ def marker_of(bundle: Bundle) -> dict[str, Any] | None:
     if MARKER not in bundle.files:
         return None
     try:
-        return json.loads(bundle.file_path(MARKER).read_text(encoding="utf-8"))
+        doc: dict[str, Any] = json.loads(bundle.file_path(MARKER).read_text(encoding="utf-8"))
+        return doc
     except (OSError, ValueError):
         return None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
@@ -21,6 +21,9 @@ from shinken.mockweb.materialize import (
     needs_materializing,
 )
 from shinken.schemas import read_json
+
+if TYPE_CHECKING:
+    from shinken.mockweb.session import WebSession
 
 
 def _docker() -> Any:
@@ -51,7 +54,7 @@ class WebPlan:
             return bundle, f"needs_mock_web: {', '.join(m.missing)} not served by {where}"
         return m.bundle, None
 
-    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> Any:
+    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> WebSession:
         from shinken.mockweb.session import WebSession
 
         return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root, labels=labels)
@@ -61,11 +64,13 @@ def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> 
     """None when the run was given neither a hub nor a mock URL map (web tasks stay blocked)."""
     if hub is None and mock_urls is None:
         return None
-    manifest = read_manifest(client or _docker(), hub) if hub else None
-    urls = hub_url_map(manifest) if manifest is not None else UrlMap()
+    doc = None  # the file first: bad input is said before the engine is asked
     if mock_urls is not None:
         doc = read_json(mock_urls, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."} or url_variables.json',
                         schema="mock_urls")
+    manifest = read_manifest(client or _docker(), hub) if hub else None
+    urls = hub_url_map(manifest) if manifest is not None else UrlMap()
+    if mock_urls is not None and doc is not None:
         add_mock_urls(urls, doc, str(mock_urls), bind_only=manifest is not None)
     return WebPlan(urls, manifest, hub, default_cache_root())
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 
 from shinken.bundles.loader import load_root
@@ -26,6 +26,9 @@ from shinken.probes.receipts import ReceiptLog
 from shinken.probes.rollouts import Rollout, load_rollouts
 from shinken.probes.runner import ProbeConfig, dropped_line
 from shinken.schemas import read_json, write_json
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
 
 RUNNABLE_VERDICTS = frozenset({"runnable"})
 
@@ -82,7 +85,7 @@ class Plan:
     bundles: list[Bundle]
     dropped: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
-    web: Any = None  # mockweb.runs.WebPlan when the run serves mock web apps
+    web: WebPlan | None = None  # when the run serves mock web apps
 
 
 def default_run_dir(task_root: Path, image: str) -> Path:
@@ -150,7 +153,7 @@ def _verdicts_from_triage(path: Path, judge: bool = False) -> dict[str, tuple[st
 
 
 def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: str | None = None,
-                hub: str | None = None, mock_urls: Path | None = None) -> dict[str, tuple[str, str]]:
+                web: WebPlan | None = None) -> dict[str, tuple[str, str]]:
     """Triage with the triage package (same analysis as `shinken triage`).
 
     Only `blocked` verdicts are taken from a triage run here: a static `defective` verdict
@@ -161,7 +164,7 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: s
     from shinken.triage.pipeline import triage_task_root
 
     ids = {b.id for b in bundles}
-    outcome = triage_task_root(task_root, image=image, judge_url=judge_url, hub=hub, mock_urls=mock_urls)
+    outcome = triage_task_root(task_root, image=image, judge_url=judge_url, web=web)
     report = [t for t in outcome.report["tasks"] if t.get("id") in ids]
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
@@ -184,9 +187,11 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
         bundles = [by_id[i] for i in dict.fromkeys(wanted)]
     dropped: dict[str, tuple[str, str]] = {}
     judge = req.judge is not None
-    triage = (_verdicts_from_triage(req.triage, judge) if req.triage
-              else _triage_now(req.task_root, bundles, image_id() if image_id else req.image,
-                               req.judge.url if req.judge else None, req.hub, req.mock_urls))
+    triage = _verdicts_from_triage(req.triage, judge) if req.triage else None
+    web = _web_plan(req)  # the hub image is looked up once per run: the triage below reuses it
+    if triage is None:
+        triage = _triage_now(req.task_root, bundles, image_id() if image_id else req.image,
+                             req.judge.url if req.judge else None, web)
     for b in bundles:
         if not b.ok:
             dropped[b.id] = ("defective", b.why_defective())
@@ -195,7 +200,6 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
                 dropped[b.id] = ("blocked", f"not in triage report {req.triage}")
         elif v[0] != "runnable":
             dropped[b.id] = v
-    web = _web_plan(req)
     if web is not None:  # web tasks run on copies with the mock addresses of this run
         for i, b in enumerate(bundles):
             if b.id not in dropped:
@@ -210,7 +214,7 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
     return Plan(bundles, dropped, rollouts, web)
 
 
-def _web_plan(req: ProbeRequest) -> Any:
+def _web_plan(req: ProbeRequest) -> WebPlan | None:
     from shinken.mockweb.runs import web_plan
 
     return web_plan(req.hub, req.mock_urls)

@@ -26,6 +26,7 @@ from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_BUNDLE_HASH, Owner, labels_for
 from shinken.sandbox.policy import Limits, task_needs
+from shinken.sandbox.web_hooks import WebHooks
 from shinken.tiers import Tier
 
 
@@ -34,7 +35,7 @@ class DockerProvider:
 
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
                  owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None,
-                 web: Any = None, labels: Mapping[str, str] | None = None) -> None:
+                 web: WebHooks | None = None, labels: Mapping[str, str] | None = None) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
@@ -167,16 +168,16 @@ class DockerProvider:
         try:
             t1 = time.monotonic()
             relaunch = tier is Tier.RELAUNCH and golden.desktop is not None and golden.desktop.needs_relaunch
-            web = self.web is not None and golden.network
+            web = self.web if golden.network else None
             # A relaunch waits for the desktop itself, in the same exec (one round trip fewer),
             # unless the hub state must be set in between.
-            joint = relaunch and golden.needs_desktop and not web
+            joint = relaunch and golden.needs_desktop and web is None
             if golden.needs_desktop and not joint:
                 fork.wait_desktop_boot()
             fork.start_timings = {"container_s": round(t1 - t0, 4), "desktop_s": round(time.monotonic() - t1, 4)}
-            if web:
-                fork.web_sid = self.web.new_sid()  # set first: a half-made sid is released on close
-                if not self.web.restore(fork, fork.web_sid):
+            if web is not None:
+                fork.web_sid = web.new_sid()  # set first: a half-made sid is released on close
+                if not web.restore(fork, fork.web_sid):
                     fork.web_sid = None
             # The config's launch/open steps are replayed only at the filesystem tier; the other
             # tiers bring those processes back from the record (or had none).

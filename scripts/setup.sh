@@ -27,7 +27,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import
   echo "$want" > "$stamp"
 fi
 
-bash scripts/ensure-docker.sh
 # Base images come from debootstrap (no registry reachable here).
 if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "shinken: installing debootstrap ..." >&2
@@ -40,4 +39,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
 fi
+# SHINKEN_SETUP_ONLY=venv (scripts/test.sh --fast): stop before the engine and the images.
+if [ "${SHINKEN_SETUP_ONLY:-}" = venv ]; then exit 0; fi
+bash scripts/ensure-docker.sh
 .venv/bin/shinken image build ${SHINKEN_IMAGES:-all}

@@ -16,6 +16,14 @@ DEMO = REPO / "demo"
 # every module, so the demo workspace is probed, made and served once.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gym_harness import gym_env, gym_examples, gym_runner, gym_workspace  # noqa: E402,F401
+from tests.cli_runner import run_cli  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def shinken_cli():
+    """Runs `shinken ARGS` and returns (returncode, stdout, stderr): in process unless `env=`
+    or `subprocess_=True` asks for the installed entry point (tests/cli_runner.py)."""
+    return run_cli
 
 
 @pytest.fixture(scope="session")

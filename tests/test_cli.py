@@ -1,13 +1,12 @@
-"""Bad input through the installed `shinken` entry point: one line naming the problem,
-exit 2, no traceback, nothing on stdout; for every usage-error class and command."""
+"""Bad input through the `shinken` command: one line naming the problem, exit 2, no
+traceback, nothing on stdout; for every usage-error class and command (in process, through
+the entry point's own `main()`; the installed entry point itself once per class of run)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -16,7 +15,6 @@ import pytest
 from shinken.errors import EXIT_USAGE
 
 REPO = Path(__file__).resolve().parent.parent
-SHINKEN = Path(sys.executable).with_name("shinken")
 DEMO = str(REPO / "demo")
 NOPE = "/nonexistent/shinken-test"
 
@@ -83,9 +81,15 @@ USAGE_ERRORS = {
 }
 
 
-@pytest.mark.parametrize("args,needle", list(USAGE_ERRORS.values()), ids=list(USAGE_ERRORS))
-def test_usage_error_is_one_line_exit_2(args: list[str], needle: str) -> None:
-    r = subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+# These check their input only after asking the engine for the image (no --manifest): Docker tests.
+ASK_THE_ENGINE_FIRST = {"triage: no task root", "triage: no mock urls", "probe: no rollouts", "probe: no mock urls"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    pytest.param(*case, id=name, marks=[pytest.mark.docker] if name in ASK_THE_ENGINE_FIRST else [])
+    for name, case in USAGE_ERRORS.items()])
+def test_usage_error_is_one_line_exit_2(args: list[str], needle: str, shinken_cli) -> None:
+    r = shinken_cli(*args)
     assert r.returncode == EXIT_USAGE, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
@@ -94,9 +98,17 @@ def test_usage_error_is_one_line_exit_2(args: list[str], needle: str) -> None:
     assert r.stdout == ""
 
 
-def test_bare_group_prints_help_and_exits_0() -> None:
-    for args in ([], ["image"]):
-        r = subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=60)
+def test_installed_entry_point_usage_error_is_one_line_exit_2(shinken_cli) -> None:
+    # The same contract from the installed `shinken` script in its own process.
+    r = shinken_cli("probe", DEMO, "--concurrency", "0", subprocess_=True)
+    assert r.returncode == EXIT_USAGE and "Traceback" not in r.stderr and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shinken: error: ") and "--concurrency" in lines[0], r.stderr
+
+
+def test_bare_group_prints_help_and_exits_0(shinken_cli) -> None:
+    for args, subprocess_ in (([], True), (["image"], False)):
+        r = shinken_cli(*args, subprocess_=subprocess_)
         assert r.returncode == 0, r.stderr
         assert "Usage: shinken" in r.stdout and "Commands" in r.stdout
 
@@ -124,11 +136,10 @@ def test_installed_versions_are_the_pinned_ones() -> None:
 MANIFEST = REPO / "tests" / "data" / "triage_manifest.json"
 
 
-def test_triage_json_is_stdout_and_report_is_a_file(tmp_path: Path) -> None:
+def test_triage_json_is_stdout_and_report_is_a_file(tmp_path: Path, shinken_cli) -> None:
     # --json means stdout for every command (it took a PATH for triage); --report PATH writes the file.
     report = tmp_path / "out" / "triage.json"
-    r = subprocess.run([str(SHINKEN), "triage", DEMO, "--manifest", str(MANIFEST), "--no-cache", "--json",
-                        "--report", str(report)], capture_output=True, text=True, timeout=120)
+    r = shinken_cli("triage", DEMO, "--manifest", MANIFEST, "--no-cache", "--json", "--report", report)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema"] == "shinken.triage/1" and doc["summary"]["total"] == len(doc["tasks"]) > 0

@@ -320,12 +320,15 @@ def test_close_waits_for_calls_in_flight(task_root, sandbox_image, docker_client
     result: dict[str, str] = {}
     t = threading.Thread(target=lambda: result.setdefault("out", _exec(eng, "busy", gen, "sleep 1.5; echo finished")))
     t.start()
-    time.sleep(0.5)
-    t0 = time.monotonic()
+    deadline = time.monotonic() + 30  # the call is in flight once its sleep runs in the fork
+    while time.monotonic() < deadline and not any(
+            "sleep 1.5" in " ".join(p) for p in docker_client.api.top(fork_id).get("Processes") or []):
+        time.sleep(0.02)
+    assert t.is_alive(), "the call ended before close() could meet it in flight"
     eng.close()
-    assert time.monotonic() - t0 >= 0.8  # close waited for the exec to finish
-    t.join()
-    assert "finished" in result["out"]
+    t.join(timeout=30)
+    # close waited: the call ran to its end in a fork that still existed (else no "finished")
+    assert "finished" in result["out"], result
     assert not _container_exists(docker_client, fork_id)
     with pytest.raises(SessionError):
         eng.tool("busy", gen, "computer_done", {})

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ if str(REPO) not in sys.path:
 from benchmarks.synthetic_release import make_archive, make_corpus  # noqa: E402
 from tests.hub_server import FakeRepo, HubServer, dataset_card  # noqa: E402
 from shinken.download.source import SOURCE_FILE, read_source  # noqa: E402
+from tests.cli_runner import CliResult, popen, run_cli  # noqa: E402
 
 ARCHIVE = "artifacts/cua_gym_tasks_v1.tar.zst"
 N_TASKS = 40
@@ -253,9 +253,9 @@ def test_unreachable_hub_is_an_environment_problem(tmp_path: Path, monkeypatch) 
     assert err.value.exit_code == EXIT_ENVIRONMENT and "HF_ENDPOINT" in str(err.value)
 
 
-def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    shinken = REPO / ".venv" / "bin" / "shinken"
-    return subprocess.run([str(shinken), "download", *args], capture_output=True, text=True, env=env, timeout=120)
+def _cli(args: list[str], env: dict[str, str]) -> CliResult:
+    # A process of its own: huggingface_hub reads HF_ENDPOINT and HF_HOME once, at import.
+    return run_cli("download", *args, env=env, timeout=120)
 
 
 def test_cli_end_to_end_and_exit_codes(hub: HubServer, tmp_path: Path) -> None:
@@ -314,10 +314,8 @@ def test_cli_interrupted_transfer_resumes_next_run(hub: HubServer, tmp_path: Pat
     hub.slow[ARCHIVE] = 0.01  # 64 KiB per 10 ms: a few seconds in all
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"))
-    shinken = REPO / ".venv" / "bin" / "shinken"
     local = tmp_path / "ld"
-    proc = subprocess.Popen([str(shinken), "download", "--local-dir", str(local)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = popen("download", "--local-dir", local, env=env)
     part_dir = local / STATE_DIR / "partial"
     deadline = time.time() + 120
     while time.time() < deadline and proc.poll() is None:

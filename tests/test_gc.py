@@ -23,6 +23,8 @@ from pathlib import Path
 import docker
 import pytest
 
+from tests.cli_runner import CliResult, run_cli
+
 from shinken import reclaim
 from shinken.sandbox import gc
 from shinken import runtime
@@ -35,7 +37,6 @@ pytestmark = pytest.mark.docker
 
 BASE = "shinken/base-bookworm:latest"  # tiny, no python; `sleep infinity` works
 TEST_LABEL = "shinken-gctest"
-SHINKEN = Path(sys.executable).with_name("shinken")
 REPO = Path(__file__).resolve().parent.parent
 
 # A stand-in for a probe run / server: makes labelled resources the way shinken's sandbox
@@ -137,10 +138,10 @@ def kill9(p: subprocess.Popen) -> None:
     p.wait(timeout=10)
 
 
-def shinken_gc(scope, *args: str, input: str | None = None, label: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), "gc", "--label", label or scope["label"], *args], capture_output=True, text=True,
-                          input=input, timeout=120,
-                          env={**os.environ, "SHINKEN_RUNTIME_DIR": str(scope["runtime"])})
+def shinken_gc(scope, *args: str, input: str | None = None, label: str | None = None) -> CliResult:
+    # Its own process, always: gc tells dead owners from live ones by process.
+    return run_cli("gc", "--label", label or scope["label"], *args, stdin=input or "", timeout=120, subprocess_=True,
+                   setenv={"SHINKEN_RUNTIME_DIR": str(scope["runtime"])})
 
 
 def gc_json(scope, *args: str, expect_rc: int = 0, label: str | None = None) -> dict:
@@ -234,7 +235,7 @@ def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_clie
         assert len(still_there) + 1 <= listed <= len(expected), table.stderr
 
         # unscoped dry run on the shared daemon: never lists unlabelled containers
-        r = subprocess.run([str(SHINKEN), "gc", "--json"], capture_output=True, text=True, timeout=120)
+        r = run_cli("gc", "--json", subprocess_=True, timeout=120)
         assert r.returncode == 0, r.stderr
         assert not ids(json.loads(r.stdout)["reclaimable"]) & {unlabeled, untouched_total.id}
 
@@ -459,7 +460,7 @@ def test_older_than_and_all_prompt(docker_client, scope):
 def test_bad_options_are_usage_errors(scope):
     r = shinken_gc(scope, "--older-than", "soon")
     assert r.returncode == 2 and "--older-than" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([str(SHINKEN), "gc", "--label", "novalue"], capture_output=True, text=True, timeout=60)
+    r = run_cli("gc", "--label", "novalue", subprocess_=True, timeout=60)
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
 
 

@@ -4,18 +4,18 @@ desktop (Xvfb + openbox + AT-SPI) coming up in a container with a zenity dialog 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import run_cli
+
 from shinken.errors import ShinkenError
 from shinken.images import build as images_build
 from shinken.images.build import LABEL_HASH, apt_mirror, build_image, content_hash, ensure_image
 from shinken.images.capabilities import cache_path, get_manifest
-from shinken.sandbox.ownership import labels_for
+from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import check_with_jsonschema
 from tests.container_exec import run_sandbox
 from tests.container_exec import sh as _exec
@@ -23,16 +23,12 @@ from tests.container_exec import sh as _exec
 pytestmark = [pytest.mark.docker]
 
 REPO = Path(__file__).resolve().parent.parent
-SHINKEN = str(Path(sys.executable).with_name("shinken"))
 
 
 def test_second_build_is_a_cache_hit(docker_client, linux_image):
     first = build_image("linux", client=docker_client)
-    started = time.monotonic()
     second = build_image("linux", client=docker_client)
-    elapsed = time.monotonic() - started
-    assert second.cached and second.image_id == first.image_id
-    assert elapsed < 5, f"cache hit took {elapsed:.1f}s"
+    assert second.cached and second.image_id == first.image_id  # a cache hit: nothing built, the same image
     assert ensure_image("linux", client=docker_client) == first.image_id
     image = docker_client.images.get(first.image_id)
     assert image.labels[LABEL_HASH] == first.content_hash
@@ -91,25 +87,30 @@ def test_manifest_validates_and_lists_reward_libraries(docker_client, linux_imag
     assert {"zenity", "xterm"} <= set(manifest["desktop_apps"])
     assert "libreoffice_calc" not in manifest["desktop_apps"]
     assert manifest["display"] is True and manifest["accessibility"] is True
-    # second call: from the per-image-id cache, no container
-    started = time.monotonic()
-    again = get_manifest(linux_image, client=docker_client)
-    assert time.monotonic() - started < 1.0
+    # second call: from the per-image-id cache, no container (the engine's events say none was created)
+    def created_by(call) -> tuple:
+        since = int(time.time()) - 1
+        result = call()
+        return result, list(docker_client.events(since=since, until=int(time.time()) + 1, decode=True, filters={
+            "type": "container", "event": "create", "label": f"{LABEL_BASE_IMAGE}={manifest['image']['id']}"}))
+
+    again, created = created_by(lambda: get_manifest(linux_image, client=docker_client))
+    assert created == [], created
+    _, created = created_by(lambda: get_manifest(linux_image, client=docker_client, refresh=True))
+    assert len(created) == 1, created  # the same watch sees the one container a refresh runs
     assert again["generated_at"] == manifest["generated_at"]
     assert cache_path(manifest["image"]["id"]).is_file()
 
 
 def test_inspect_cli_prints_manifest_json(linux_image):
-    proc = subprocess.run([SHINKEN, "image", "inspect", linux_image, "--json"],
-                          capture_output=True, text=True, timeout=180, cwd=REPO)
+    proc = run_cli("image", "inspect", linux_image, "--json", timeout=180, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["image"]["ref"] == linux_image and "xdotool" in doc["executables"]
 
 
 def test_inspect_missing_image_is_environment_problem():
-    proc = subprocess.run([SHINKEN, "image", "inspect", "shinken/no-such-image:nope"],
-                          capture_output=True, text=True, timeout=60)
+    proc = run_cli("image", "inspect", "shinken/no-such-image:nope", subprocess_=True, timeout=60)
     assert proc.returncode == 3
     assert "not found" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -128,20 +129,19 @@ def desktop_container(docker_client, linux_image):
 
 def test_desktop_comes_up_and_zenity_entry_is_accessible(desktop_container):
     c = desktop_container
-    started = time.monotonic()
     rc, out = _exec(c, "shinken-desktop-up")
-    up_s = time.monotonic() - started
-    assert rc == 0, out
-    assert up_s < 15, f"desktop took {up_s:.1f}s"
+    assert rc == 0, out  # up within the script's own deadline (SHINKEN_DESKTOP_TIMEOUT)
     rc, env = _exec(c, "cat /tmp/shinken-session.env")
     assert "export DISPLAY=:0" in env and "DBUS_SESSION_BUS_ADDRESS=unix:" in env
     rc, out = _exec(c, ". /tmp/shinken-session.env && xdpyinfo | grep dimensions")
     assert rc == 0 and "1920x1080" in out, out
-    # idempotent, and the fast path is fast
-    started = time.monotonic()
+    # idempotent: the second call takes the fast path, so the session's processes are the same ones
+    session = "pgrep -x Xvfb; pgrep -x openbox; pgrep -x dbus-daemon"
+    rc, before = _exec(c, session)
     rc, out = _exec(c, "shinken-desktop-up")
     assert rc == 0, out
-    assert time.monotonic() - started < 3
+    rc, after = _exec(c, session)
+    assert before.split() == after.split() and len(after.split()) >= 3, (before, after)
     rc, out = _exec(c, "pgrep -c -x Xvfb")
     assert out.strip() == "1", out
 
@@ -266,7 +266,7 @@ def test_base_is_tagged_by_its_recipe_hash(docker_client, linux_image):
 
 
 def test_build_cli_json_reports_cache_hit(linux_image):
-    proc = subprocess.run([SHINKEN, "image", "build", "linux", "--json"], capture_output=True, text=True, timeout=300)
+    proc = run_cli("image", "build", "linux", "--json", subprocess_=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     (row,) = json.loads(proc.stdout)
     assert row["cached"] is True and row["tag"] == linux_image and row["id"].startswith("sha256:")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_runner import CliResult, run_cli
+
 from shinken.bundles.loader import load_bundle
 from shinken.mockweb import hub as hubs
 from shinken.mockweb.manifest import read_manifest
@@ -35,7 +37,6 @@ pytestmark = [pytest.mark.docker]
 REPO = Path(__file__).resolve().parent.parent
 WEB = REPO / "tests" / "data" / "web_tasks"
 STAR = "8b2f7c1e-4a3d-5e6f-9a0b-1c2d3e4f5a6b"  # release-shaped: placeholder, sid file, opens google-chrome
-SHINKEN = Path(sys.executable).parent / "shinken"
 
 
 def _free_port() -> int:
@@ -44,9 +45,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _shinken(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+def _shinken(*args: str, timeout: float = 600) -> CliResult:
+    return run_cli(*args, subprocess_=True, timeout=timeout)
 
 
 def _py(fork, code: str) -> str:

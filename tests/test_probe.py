@@ -286,6 +286,7 @@ def _remove_run_containers(client, run_id: str) -> None:
 BASIC_DEMOS = (SPREADSHEET, "hello-file", "zenity-entry", "zero-signal", "broken-reward")
 
 
+@pytest.mark.docker
 def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
     """The demo tasks that need no desktop app of their own, with default flags (the desktop
     ones are in test_start_state.py): each kept one is kept at the snapshot tier."""
@@ -396,6 +397,7 @@ def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
 GENERATED_REWARD_TIMEOUT_S = 20
 
 
+@pytest.mark.docker
 def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     expected, triage, rollouts = _generated_set(root)
@@ -469,6 +471,7 @@ def _popen(args: list[str], env: dict | None = None) -> subprocess.Popen:
                             start_new_session=True)
 
 
+@pytest.mark.docker
 def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_client, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     expected = _quick_set(root, 5, "k")  # stable content: goldens are reused by later test runs
@@ -568,6 +571,7 @@ def private_dockerd(sandbox_image: str):
     assert Path("/sys/class/net/docker0").exists() == bridge_before
 
 
+@pytest.mark.docker
 def test_daemon_restart_is_retried_not_dropped(private_dockerd: PrivateDockerd, tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     expected = _quick_set(root, 4, "r")
@@ -629,6 +633,7 @@ def _keep_only(root: Path, *names: str) -> None:
     assert sorted(d.name for d in root.iterdir() if d.is_dir()) == sorted(names)
 
 
+@pytest.mark.docker
 def test_ray_executor_gives_the_same_receipt(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     from shinken.probes.executors import LocalExecutor, RayExecutor
     from shinken.probes.pipeline import ProbeRequest, run_probe
@@ -653,6 +658,7 @@ def test_ray_executor_gives_the_same_receipt(sandbox_image: str, demo_root: Path
         d["id"] for d in docs["ray"]["dropped"]])
 
 
+@pytest.mark.docker
 def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     """`--executor ray --ray-address`: a head started like a real cluster node, advertising
     the shinken_docker resource; results come back to the driver's receipts."""
@@ -691,6 +697,7 @@ def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Pa
             cur.unlink()
 
 
+@pytest.mark.docker
 def test_image_is_resolved_once_even_when_the_tag_moves(sandbox_image: str, docker_client, tmp_path: Path) -> None:
     """`shinken image build` in another terminal moves the tag mid-run: every golden is still
     built on the image id the run resolved at its start, the one its receipt lines record."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import run_cli as shinken
 
 from shinken.errors import ShinkenError
 from shinken.profiles.bands import Settings, band_of, control_sample
@@ -25,9 +25,6 @@ RUN1, RUN2 = DATA / "run1" / "rollouts.jsonl", DATA / "run2" / "rollouts.jsonl"
 SHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
 
 
-def shinken(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 def _lines(path: Path) -> list[dict]:

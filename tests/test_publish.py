@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import CliResult, run_cli
 import yaml
 
 from shinken.errors import EXIT_FAILED, EXIT_USAGE
@@ -24,15 +25,14 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from tests.hub_server import GITATTRIBUTES, FakeRepo, HubServer  # noqa: E402
 
-SHINKEN = Path(sys.executable).with_name("shinken")
 KEPT = ["hello-file", "hello-notes"]
 DROPPED = {"zero-signal": "zero_signal", "broken-reward": "defective"}
 TOKEN = "hf_publish_test"
 
 
-def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL)
+def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> CliResult:
+    # A process of its own: huggingface_hub reads HF_ENDPOINT and the token once, at import.
+    return run_cli(*args, env=env, subprocess_=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def _env(hub: HubServer, tmp_path: Path, token: str | None = TOKEN) -> dict[str,
 
 
 def _publish(demo_run: dict[str, Path], env: dict[str, str], *extra: str, repo_id: str = "team/cua-clean",
-             triage: bool = True, as_json: bool = True) -> subprocess.CompletedProcess:
+             triage: bool = True, as_json: bool = True) -> CliResult:
     args = ["publish", "--repo-id", repo_id, "--receipt", str(demo_run["receipt"]),
             "--task-root", str(demo_run["root"]), "--license", "apache-2.0", *extra]
     if as_json:
@@ -89,7 +89,7 @@ def _publish(demo_run: dict[str, Path], env: dict[str, str], *extra: str, repo_i
     return _run(args, env)
 
 
-def _ok(p: subprocess.CompletedProcess) -> dict:
+def _ok(p: CliResult) -> dict:
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     doc = json.loads(p.stdout)
@@ -97,7 +97,7 @@ def _ok(p: subprocess.CompletedProcess) -> dict:
     return doc
 
 
-def _fails(p: subprocess.CompletedProcess, code: int, *needles: str) -> str:
+def _fails(p: CliResult, code: int, *needles: str) -> str:
     assert p.returncode == code, (p.returncode, p.stderr)
     assert "Traceback" not in p.stderr and p.stdout == ""
     line = p.stderr.strip().splitlines()[-1]
@@ -111,6 +111,7 @@ def _jsonl(data: bytes) -> list[dict]:
     return [json.loads(ln) for ln in data.splitlines() if ln.strip()]
 
 
+@pytest.mark.docker
 def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     local = _ok(_publish(demo_run, env, "--local-dir", str(tmp_path / "review")))
@@ -178,6 +179,7 @@ def test_local_dir_is_exactly_what_is_uploaded(demo_run, hub: HubServer, tmp_pat
     assert by_id["zero-signal"]["stage"] == "probe" and by_id["zero-signal"]["rewards"] == [1.0, 1.0]
 
 
+@pytest.mark.docker
 def test_unchanged_republish_is_a_no_op_and_a_change_is_one_commit(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     first = _ok(_publish(demo_run, env, "--public"))
@@ -208,6 +210,7 @@ def test_unchanged_republish_is_a_no_op_and_a_change_is_one_commit(demo_run, hub
     assert json.loads(repo.files["provenance.json"])["split"]["seed"] == 7
 
 
+@pytest.mark.docker
 def test_concurrent_commit_fails_clearly_and_writes_nothing(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     _ok(_publish(demo_run, env))
@@ -226,6 +229,7 @@ def test_concurrent_commit_fails_clearly_and_writes_nothing(demo_run, hub: HubSe
     assert repo.files == theirs  # ours did not land, not even partly
 
 
+@pytest.mark.docker
 def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     _ok(_publish(demo_run, env))
@@ -247,6 +251,7 @@ def test_create_pr_leaves_the_branch_alone(demo_run, hub: HubServer, tmp_path: P
     assert json.loads(repo.history[repo.refs["v2"]]["provenance.json"])["split"]["seed"] == 9
 
 
+@pytest.mark.docker
 def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
     _fails(_publish(demo_run, _env(hub, tmp_path, token=None)), EXIT_USAGE, "HF_TOKEN", "--local-dir")
     assert not hub.requests  # refused before any request
@@ -257,6 +262,7 @@ def test_token_problems_are_one_line_errors(demo_run, hub: HubServer, tmp_path: 
     assert "team/cua-clean" not in hub.repos
 
 
+@pytest.mark.docker
 def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path) -> None:
     env = _env(hub, tmp_path)
     base = ["publish", "--receipt", str(demo_run["receipt"]), "--task-root", str(demo_run["root"])]
@@ -289,6 +295,7 @@ def test_bad_inputs_are_one_line_errors(demo_run, hub: HubServer, tmp_path: Path
     assert (other / "keep.txt").read_text() == "x" and not hub.requests
 
 
+@pytest.mark.docker
 def test_published_repo_round_trips_through_download(demo_run, hub: HubServer, tmp_path: Path,
                                                      linux_image: str) -> None:
     env = _env(hub, tmp_path)
@@ -388,6 +395,7 @@ def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:
            EXIT_USAGE, "did not keep")
 
 
+@pytest.mark.docker
 def test_card_does_not_depend_on_docker_answering(demo_run, hub: HubServer, tmp_path: Path) -> None:
     """An unchanged re-publish compares the card's bytes, so the image content hash must not
     come and go with the engine: without Docker it is read from the hash tag the probe ran."""

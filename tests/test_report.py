@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.cli_runner import CliResult, run_cli as shinken
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report_check  # noqa: E402
@@ -26,9 +27,6 @@ DATA = REPO / "tests" / "data"
 RUNS = DATA / "gym_rollouts"
 
 
-def shinken(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +42,7 @@ def inputs(tmp_path_factory) -> dict:
     return {"tmp": tmp, "paths": paths, **{k: json.loads(p.read_text()) for k, p in paths.items()}}
 
 
-def _report(inputs: dict, *extra: str) -> subprocess.CompletedProcess:
+def _report(inputs: dict, *extra: str) -> CliResult:
     p = inputs["paths"]
     return shinken("report", "--triage", str(p["triage"]), "--receipt", str(p["receipt"]),
                    "--profile", str(p["profile"].parent), *extra)

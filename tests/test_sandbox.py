@@ -4,6 +4,7 @@ hostile reward scripts (written to tmp_path bundles), labels and the golden cach
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import sys
@@ -396,7 +397,7 @@ def test_a_reward_that_kills_the_wrapper_still_has_its_processes_killed(provider
         assert fork.exec("echo alive").output.strip() == "alive"
 
 
-def test_zenity_dialog_is_back_after_fork(provider, image) -> None:
+def test_zenity_dialog_is_back_after_fork(provider, image, docker_client) -> None:
     bundle = load_bundle(DEMO / "zenity-entry")
     golden = _golden(provider, bundle, image)
     assert golden.needs_desktop and [s.type for s in golden.post_fork] == ["launch", "sleep"]
@@ -408,13 +409,26 @@ def test_zenity_dialog_is_back_after_fork(provider, image) -> None:
                 break
             time.sleep(0.2)
         assert res.ok, f"no zenity window after fork: {res.output}"
-        # answering the replayed dialog is scored by the bundle's reward
+        assert _launches(docker_client, fork.id), "the replay issued no launch"
+        # answering the replayed dialog is scored by the bundle's reward (zenity writes as it exits)
         assert fork.exec("xdotool search --name '^Shinken$' windowactivate --sync; "
-                         "xdotool type --delay 5 'Ada Lovelace'; xdotool key Return; sleep 0.5").ok
+                         "xdotool type --delay 5 'Ada Lovelace'; xdotool key Return; "
+                         "while pgrep -x zenity >/dev/null; do sleep 0.05; done").ok
         assert fork.run_reward(bundle).reward == 1.0
     with provider.fork(golden, replay=False) as fork:
-        time.sleep(0.5)
+        # no replay: the engine was never asked to launch anything in this fork (its exec records)
+        assert _launches(docker_client, fork.id) == []
         assert fork.exec("pgrep -x zenity").exit_code == 1
+
+
+def _launches(docker_client, cid: str) -> list[str]:
+    """Every `launch` (a detached `setsid ... shinken-launch` exec) the engine was asked to make in
+    container cid, from the engine's own event stream (exec_create events name the command)."""
+    created = docker_client.api.inspect_container(cid)["Created"]
+    since = int(datetime.datetime.fromisoformat(created[:19]).replace(tzinfo=datetime.timezone.utc).timestamp()) - 1
+    events = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
+                                  filters={"container": cid, "event": "exec_create"})
+    return [e["Action"] for e in events if "shinken-launch" in e.get("Action", "")]
 
 
 def test_warm_pool(provider, image, docker_client) -> None:

@@ -19,15 +19,17 @@ import pytest
 from shinken.schemas import check_with_jsonschema, validation_error
 from shinken.triage.codes import CODES
 from shinken.triage.evaluate import Capabilities
-from shinken.triage.manifest import load_manifest_file, load_mock_urls
+from shinken.errors import ShinkenError
+from shinken.mockweb.runs import web_plan
+from shinken.triage.manifest import load_manifest_file
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
 from shinken.needs.shell import command_needs, script_needs
+from tests.cli_runner import SHINKEN, run_cli
 from tests.variant_cases import VARIANT_CASES
 
 DATA = Path(__file__).parent / "data"
 MANIFEST = DATA / "triage_manifest.json"
-SHINKEN = Path(sys.executable).with_name("shinken")
 
 OK_REWARD = 'import os\nscore = 1.0 if os.path.exists("/home/user/out.txt") else 0.0\nprint(f"REWARD: {score}")\n'
 PY_SETUP = [
@@ -291,23 +293,48 @@ def test_every_reason_code_is_exercised(corpus: Path, caps: Capabilities, tmp_pa
     assert seen | {"unreadable"} == set(CODES), set(CODES) ^ seen
 
 
-def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:
+def load_mock_urls(path: Path) -> dict[str, str]:
+    """The flat map triage matches against, read by the one --mock-urls reader (mockweb)."""
+    plan = web_plan(None, path)
+    assert plan is not None
+    return plan.mock_urls()
+
+
+def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path, monkeypatch) -> None:
     f = tmp_path / "mock.json"
     f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
     t = run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]
     assert t["verdict"] == "runnable" and t["reasons"] == [], t["reasons"]  # HOST follows from URL
-    f.write_bytes(orjson.dumps({"__CUA_GYM_SLACK_URL__": {"default": "http://127.0.0.1:8002"}}))
+    # url_variables.json's shape (docs/mock-web.md): the env var's value is the address; the
+    # hosted default is never used as one.
+    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "SHINKEN_TEST_GMAIL_URL", "kind": "url",
+                                                          "default": "http://127.0.0.1:8002"}}))
+    monkeypatch.delenv("SHINKEN_TEST_GMAIL_URL", raising=False)
+    assert load_mock_urls(f) == {}
     assert run(corpus, caps, mock_urls=load_mock_urls(f))["mock-web"]["verdict"] == "blocked"
-    f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": {"env": "GMAIL_URL", "kind": "url",
-                                                          "hosted": "https://gmail.mock.example/"}}))
-    assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "https://gmail.mock.example/"}
+    monkeypatch.setenv("SHINKEN_TEST_GMAIL_URL", "http://10.0.0.5:8006")
+    assert load_mock_urls(f) == {"__CUA_GYM_GMAIL_URL__": "http://10.0.0.5:8006",
+                                 "__CUA_GYM_GMAIL_HOST__": "10.0.0.5:8006"}
     # A hosted mock host is the same app: the app's placeholder mapping covers it.
     f.write_bytes(orjson.dumps({"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001"}))
     t = run(corpus, caps, mock_urls=load_mock_urls(f))["gmail_draft_007"]
     assert "needs_mock_web" not in codes(t) and codes(t) == {"normalized", "missing_app"}, t["reasons"]
     f.write_bytes(b'{"GMAIL": "x"}')
-    with pytest.raises(Exception, match="not a valid mock URL map"):
+    with pytest.raises(ShinkenError, match="mock URL map"):
         load_mock_urls(f)
+
+
+def test_triage_and_probe_read_mock_urls_alike(tmp_path: Path, shinken_cli) -> None:
+    """`shinken triage --mock-urls` counts what the probe's reader makes of the file: an entry
+    whose env var is unset gives no address, whatever its hosted default says."""
+    f = tmp_path / "url_variables.json"
+    f.write_bytes(orjson.dumps({"variables": {
+        "__CUA_GYM_GMAIL_URL__": {"env": "SHINKEN_TEST_UNSET_URL", "kind": "url", "default": "https://cua-gym-gmail.xlang.ai"},
+        "__CUA_GYM_SLACK_URL__": "http://10.0.0.5:8006"}}))
+    r = shinken_cli("triage", DATA.parent.parent / "demo", "--manifest", MANIFEST, "--mock-urls", f, "--no-cache", "--json",
+                    setenv={"SHINKEN_TEST_UNSET_URL": ""})
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["summary"]["mock_urls"] == len(load_mock_urls(f)) == 2  # SLACK's URL and HOST
 
 
 def test_report_validates_against_schema(corpus: Path, caps: Capabilities) -> None:
@@ -473,10 +500,9 @@ def test_a_pipeline_export_is_mock_web_and_blocked_by_its_hosts(tmp_path: Path) 
             (folder / fname).write_bytes(data)
     (final / "broken_003").mkdir()  # a folder the export left without a task file
     (final / "broken_003" / "reward.py").write_text("print('REWARD: 0')\n")
-    env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
     for extra, judge_blocked in (([], True), (["--judge-url", "http://127.0.0.1:8000/v1"], False)):
-        p = subprocess.run([str(SHINKEN), "triage", str(tmp_path / "run"), "--manifest", str(MANIFEST), "--json",
-                            *extra], capture_output=True, text=True, env=env, timeout=300)
+        p = run_cli("triage", tmp_path / "run", "--manifest", MANIFEST, "--json", *extra, setenv=env)
         assert p.returncode == 0, p.stderr
         tasks = {t["id"]: t for t in orjson.loads(p.stdout)["tasks"]}
         assert set(tasks) == {"gmail_draft_007", "docs_reply_012", "broken_003"}
@@ -486,23 +512,20 @@ def test_a_pipeline_export_is_mock_web_and_blocked_by_its_hosts(tmp_path: Path) 
             assert (t["class"], t["verdict"]) == ("mock_web", "blocked") and "schema" not in codes(t), t
             assert {r["subject"] for r in t["reasons"] if r["code"] == "needs_mock_web"} == {host}
         assert ("needs_judge" in codes(tasks["docs_reply_012"])) is judge_blocked
-    p = subprocess.run([str(SHINKEN), "triage", str(tmp_path / "run"), "--manifest", str(MANIFEST),
-                        "--judge-url", "localhost:8000"], capture_output=True, text=True, env=env, timeout=120)
+    p = run_cli("triage", tmp_path / "run", "--manifest", MANIFEST, "--judge-url", "localhost:8000", setenv=env)
     assert p.returncode == 2 and "not an http" in p.stderr and "Traceback" not in p.stderr
 
 
 def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    env = {**os.environ, "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
-    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--report", str(out),
-                        "--show", "2"], capture_output=True, text=True, env=env, timeout=300)
+    env = {"SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
+    p = run_cli("triage", corpus, "--manifest", MANIFEST, "--report", out, "--show", "2", setenv=env)
     assert p.returncode == 0, p.stderr
     assert "defective" in p.stdout and "top missing things" in p.stdout
     report = orjson.loads(out.read_bytes())
     assert validation_error("triage", report) is None
     assert report["image"] == {"ref": "shinken/sandbox-linux:fixture", "id": load_manifest_file(MANIFEST)["image"]["id"]}
-    p = subprocess.run([str(SHINKEN), "triage", str(corpus), "--manifest", str(MANIFEST), "--report", str(out),
-                        "--class", "desktop_app"], capture_output=True, text=True, env=env, timeout=300)
+    p = run_cli("triage", corpus, "--manifest", MANIFEST, "--report", out, "--class", "desktop_app", setenv=env)
     assert p.returncode == 0, p.stderr
     report = orjson.loads(out.read_bytes())
     assert {t["class"] for t in report["tasks"]} == {"desktop_app"}
@@ -513,7 +536,7 @@ def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> No
         ([str(corpus), "--manifest", str(corpus / "ok-file-cli" / "task.json")], "not a valid capability manifest"),
         ([str(corpus), "--manifest", str(MANIFEST), "--class", "web"], "unknown class"),
     ):
-        p = subprocess.run([str(SHINKEN), "triage", *args], capture_output=True, text=True, env=env, timeout=120)
+        p = run_cli("triage", *args, setenv=env)
         assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)
 
 
@@ -667,8 +690,7 @@ def test_against_real_linux_image_manifest(linux_image: str, demo_root: Path, tm
     assert calc["verdict"] == ("blocked" if expect else "runnable")
     # The CLI path that asks Docker for the manifest (no --manifest).
     out = tmp_path / "r.json"
-    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", ref, "--report", str(out), "--no-cache"],
-                       capture_output=True, text=True, timeout=600)
+    p = run_cli("triage", demo_root, "--image", ref, "--report", out, "--no-cache")
     assert p.returncode == 0, p.stderr
     report = orjson.loads(out.read_bytes())
     assert report["image"] == {"ref": ref, "id": manifest["image"]["id"]}
@@ -759,8 +781,7 @@ def test_unwritable_cache_is_a_warning_not_a_failure(corpus: Path, caps: Capabil
 
 @pytest.mark.docker
 def test_missing_image_is_an_environment_problem(docker_client, demo_root: Path) -> None:
-    p = subprocess.run([str(SHINKEN), "triage", str(demo_root), "--image", "shinken/no-such-image:latest"],
-                       capture_output=True, text=True, timeout=120)
+    p = run_cli("triage", demo_root, "--image", "shinken/no-such-image:latest")
     assert p.returncode == 3 and "not found" in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -120,6 +117,9 @@ def test_layout_from_demo_bundles(tmp_path: Path, demo_root: Path) -> None:
     cfg = (server / "configs" / "shinken_cua.yaml").read_text()
     assert "license: \"Apache 2.0\"" in cfg and "legacy_agent" in cfg and "num_workers: 1" in cfg
     assert "cua_gym_tasks: \"${oc.env:CUA_GYM_TASKS,'resources_servers/shinken_cua/tasks'}\"" in cfg
+    for knob, default in (("SHINKEN_POOL_SIZE", 0), ("SHINKEN_IDLE_TTL", 900), ("SHINKEN_GOLDEN_TTL", 3600),
+                          ("SHINKEN_MAX_GOLDENS", 64)):  # the engine's defaults (computer/settings.py), as written before
+        assert f"{knob},{default}}}" in cfg, knob
     manifest_yaml = (dest / "environments" / "shinken_cua" / "manifest.yaml").read_text()
     assert 'licensing: "Apache-2.0"' in manifest_yaml and '- "Ada Lovelace"' in manifest_yaml
     assert "TODO" not in manifest_yaml and "TBD" not in cfg
@@ -295,25 +295,24 @@ def test_empty_instruction_is_refused(tmp_path: Path) -> None:
                                         ids_file=_ids_file(tmp_path, ["blank"])))
 
 
-def test_cli_exit_codes(tmp_path: Path, demo_root: Path) -> None:
-    shinken = [sys.executable, "-m", "shinken.cli.main"] if not shutil.which("shinken") else [shutil.which("shinken")]
+def test_cli_exit_codes(tmp_path: Path, demo_root: Path, shinken_cli) -> None:
     ids = _ids_file(tmp_path, ["hello-file", "ghost"])
-    base = [*shinken, "make-workspace", "--dest", str(tmp_path / "ws"), "--task-root", str(demo_root)]
-    r = subprocess.run([*base, "--ids-file", str(ids), "--license", "Apache-2.0"], capture_output=True, text=True)
+    base = ["make-workspace", "--dest", str(tmp_path / "ws"), "--task-root", str(demo_root)]
+    r = shinken_cli(*base, "--ids-file", ids, "--license", "Apache-2.0")
     assert r.returncode == 2 and "ghost" in r.stderr and "Traceback" not in r.stderr
     ids = _ids_file(tmp_path, ["hello-file", "zenity-entry"])
     # The demo has no download record: without --license nothing is written, and the message says what to pass.
-    r = subprocess.run([*base, "--ids-file", str(ids)], capture_output=True, text=True)
+    r = shinken_cli(*base, "--ids-file", ids)
     assert r.returncode == 2 and "--license" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "ws").exists()
     for bad, says in [(["--license", "WTFPL-9"], "not an SPDX id"), (["--license", "CC-BY-NC-4.0"], "--dataset-license"),
                       (["--license", "MIT", "--name", "Bad-Name"], "--name"),
                       (["--license", "MIT", "--author", "TODO"], "--author"),
                       (["--license", "MIT", "--rollouts", str(tmp_path / "none.jsonl")], "--rollouts")]:
-        r = subprocess.run([*base, "--ids-file", str(ids), *bad], capture_output=True, text=True)
+        r = shinken_cli(*base, "--ids-file", ids, *bad)
         assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
         assert len(r.stderr.strip().splitlines()) <= 3, r.stderr  # progress line + one error
-    r = subprocess.run([*base, "--ids-file", str(ids), "--license", "apache-2.0", "--json"], capture_output=True, text=True)
+    r = shinken_cli(*base, "--ids-file", ids, "--license", "apache-2.0", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert len(doc["example"]) == 5 and any(c.startswith("gym eval run --no-serve") for c in doc["commands"])

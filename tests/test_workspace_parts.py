@@ -4,6 +4,7 @@ verifier cases from probe evidence, the YAML writer, and the staging folder gc c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -304,3 +305,33 @@ def test_a_killed_run_leaves_a_staging_folder_gc_reclaims(tmp_path: Path, eviden
     assert [Path(r.id) for r in found] == [stages[0].resolve()]
     done, failed = reclaim(None, found)
     assert failed == [] and not stages[0].exists()
+
+
+# ---------------------------------------------------------------- the server's settings, written once
+def test_server_defaults_have_one_home(monkeypatch) -> None:
+    """Pool size, idle TTL, golden TTL and max goldens: computer/settings.py's ServerSettings is
+    what the engine's defaults, its environment reader and the generated server's config say."""
+    import ast
+    import inspect
+
+    from shinken.computer.engine import ComputerEngine
+    from shinken.computer.settings import DEFAULTS, KNOBS, ServerSettings
+    from shinken.errors import ShinkenError
+
+    params = inspect.signature(ComputerEngine.__init__).parameters
+    assert {name: params[name].default for name in KNOBS} == dataclasses.asdict(DEFAULTS)
+    for _, var in KNOBS.values():
+        monkeypatch.delenv(var, raising=False)
+    assert ServerSettings.from_env() == DEFAULTS
+    monkeypatch.setenv("SHINKEN_POOL_SIZE", "3")
+    monkeypatch.setenv("SHINKEN_GOLDEN_TTL", "12.5")
+    assert ServerSettings.from_env() == dataclasses.replace(DEFAULTS, pool_size=3, golden_ttl_s=12.5)
+    monkeypatch.setenv("SHINKEN_MAX_GOLDENS", "many")
+    with pytest.raises(ShinkenError, match="SHINKEN_MAX_GOLDENS='many': not a number"):
+        ServerSettings.from_env()
+    # The generated server's typed config takes each default from DEFAULTS, nowhere else.
+    tree = ast.parse((REPO / "workspace_templates" / "server" / "app.py").read_text())
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ShinkenCuaConfig")
+    defaults = {n.target.id: ast.unparse(n.value.args[0]) for n in cls.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and isinstance(n.value, ast.Call)}
+    assert {key: defaults[key] for key, _ in KNOBS.values()} == {key: f"DEFAULTS.{name}" for name, (key, _) in KNOBS.items()}

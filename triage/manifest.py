@@ -1,4 +1,4 @@
-"""Where triage gets the image's capabilities and the mock web URL map."""
+"""Where triage gets the image's capabilities (the mock URL map is read by mockweb.runs.web_plan)."""
 
 from __future__ import annotations
 
@@ -34,20 +34,3 @@ def manifest_for_image(ref: str) -> dict[str, Any]:
         raise EnvironmentProblem(f"{ref}: cannot inspect the image ({type(exc).__name__}: {exc}); "
                                  "build it with `shinken image build` or pass --manifest FILE") from None
     return check_manifest(doc, f"manifest of {ref}")
-
-
-def load_mock_urls(path: Path) -> dict[str, str]:
-    """`{"__CUA_GYM_GMAIL_URL__": "http://127.0.0.1:8001", ...}`; values may also be objects
-    with `url`/`value`/`default` (the release's url_variables.json shape)."""
-    doc = read_json(path, "mock URL map", 'expected {"__CUA_GYM_X_URL__": "http://..."}', schema="mock_urls")
-    out: dict[str, str] = {}
-    for k, v in (doc["variables"] if isinstance(doc.get("variables"), dict) else doc).items():
-        if isinstance(v, dict):
-            # url_variables.json's field names are not pinned down: known names first, then
-            # any string value that looks like a URL.
-            v = next((v[k] for k in ("url", "value", "default", "hosted_default", "default_url")
-                      if isinstance(v.get(k), str) and v[k]),
-                     next((x for x in v.values() if isinstance(x, str) and "://" in x), None))
-        if isinstance(v, str) and v:
-            out[k] = v
-    return out

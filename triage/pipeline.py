@@ -7,16 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import check_judge_url
 from shinken.triage.codes import CLASSES
 from shinken.triage.evaluate import Capabilities
-from shinken.triage.manifest import load_manifest_file, load_mock_urls, manifest_for_image
+from shinken.triage.manifest import load_manifest_file, manifest_for_image
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
 
 
 @dataclass
@@ -38,10 +41,13 @@ def triage_task_root(
     use_cache: bool = True,
     progress: Callable[[int, int], None] | None = None,
     judge_url: str | None = None,
+    web: "WebPlan | None" = None,
 ) -> TriageOutcome:
     """Triage every bundle under `task_root` against `image`: its live manifest (Docker),
     or the `manifest` file when given. The report names `image`, else the manifest's image,
-    else the default image. `judge_url`: a judge will be configured (never called here)."""
+    else the default image. `judge_url`: a judge will be configured (never called here).
+    `web`: the run's hub and mock URL plan when the caller resolved it already (the probe),
+    else it is made here from `hub` and `mock_urls`."""
     if judge_url is not None:
         check_judge_url(judge_url)
     if class_filter is not None and class_filter not in CLASSES:
@@ -52,12 +58,12 @@ def triage_task_root(
     else:
         image = image or DEFAULT_IMAGE
         caps = Capabilities.from_manifest(manifest_for_image(image))
-    mock = load_mock_urls(mock_urls) if mock_urls else {}
-    if hub is not None:  # the apps a hub image serves, by placeholder (mockweb)
+    if web is None and (hub is not None or mock_urls is not None):
+        # The hub's apps and the --mock-urls map, read as the probe reads them (mockweb, one reader).
         from shinken.mockweb.runs import web_plan
 
-        plan = web_plan(hub, None)
-        mock = {**plan.mock_urls(), **mock} if plan is not None else mock
+        web = web_plan(hub, mock_urls)
+    mock = web.mock_urls() if web is not None else {}
     run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress,
                       judge=judge_url is not None)
     report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,

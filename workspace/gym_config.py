@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from shinken.computer.settings import DEFAULTS as SERVER_DEFAULTS, KNOBS
 from shinken.errors import ShinkenError
 from shinken.workspace.licensing import License
 
@@ -102,6 +103,11 @@ def sandbox_config(names: Names, engine: EngineSettings) -> dict[str, Any]:
     }}}
 
 
+def _plain(value: float) -> float:
+    """900.0 written as 900, as the config always had it."""
+    return int(value) if float(value).is_integer() else value
+
+
 def server_config(names: Names, engine: EngineSettings, lic: License, description: str) -> dict[str, Any]:
     datasets = []
     for split in SPLITS:
@@ -119,10 +125,8 @@ def server_config(names: Names, engine: EngineSettings, lic: License, descriptio
             "cua_gym_tasks": _env("CUA_GYM_TASKS", str(names.tasks)),
             "shinken_image": _env("SHINKEN_IMAGE", engine.image),
             "shinken_state_fidelity": _env("SHINKEN_STATE_FIDELITY", engine.state_fidelity),
-            "shinken_pool_size": _env("SHINKEN_POOL_SIZE", 0),
-            "shinken_idle_ttl": _env("SHINKEN_IDLE_TTL", 900),
-            "shinken_golden_ttl": _env("SHINKEN_GOLDEN_TTL", 3600),
-            "shinken_max_goldens": _env("SHINKEN_MAX_GOLDENS", 64),
+            # The engine's pool, TTL and golden bounds (computer/settings.py holds the defaults).
+            **{key: _env(var, _plain(getattr(SERVER_DEFAULTS, name))) for name, (key, var) in KNOBS.items()},
             # Rewards that call reward_judge need an endpoint (docs/judge.md); none by default.
             "shinken_judge_url": _env("SHINKEN_JUDGE_URL", None),
             "shinken_judge_model": _env("SHINKEN_JUDGE_MODEL", None),

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from typing import Any, TextIO
 from pathlib import Path
 
 from shinken.errors import EnvironmentProblem
@@ -47,7 +48,7 @@ def gym_image_hash() -> str:
     return _hash12(SID_RECIPE.encode(), (RECIPE_DIR / "Dockerfile").read_bytes())
 
 
-def _run(cmd: list[str], log, **kw) -> None:
+def _run(cmd: list[str], log: TextIO, **kw: Any) -> None:
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
     try:
@@ -72,7 +73,7 @@ def _check_docker() -> None:
         raise EnvironmentProblem("Docker does not answer; run scripts/ensure-docker.sh (as root) and retry")
 
 
-def ensure_sid_base(log=None) -> str:
+def ensure_sid_base(log: TextIO | None = None) -> str:
     """`shinken/sid-base:<hash12>`, debootstrapping it when missing."""
     log = log or sys.stderr
     ref = f"{SID_REPO}:{sid_base_hash()}"
@@ -90,7 +91,8 @@ def ensure_sid_base(log=None) -> str:
                   "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                   "-", ref], log, stdin=tar.stdout)
         finally:
-            tar.stdout.close()
+            if tar.stdout is not None:
+                tar.stdout.close()
             if tar.wait() != 0:
                 raise EnvironmentProblem("tar of the sid rootfs failed while importing the base image")
     return ref
@@ -100,7 +102,7 @@ def gym_image_ref() -> str:
     return f"{GYM_REPO}:{gym_image_hash()}"
 
 
-def ensure_gym_image(log=None, *, ca_bundle: Path = HOST_CA) -> str:
+def ensure_gym_image(log: TextIO | None = None, *, ca_bundle: Path = HOST_CA) -> str:
     """Return `shinken/nemo-gym:<hash12>`, building it (minutes) only when missing."""
     log = log or sys.stderr
     _check_docker()

@@ -78,8 +78,8 @@ def build_wheel(dest_dir: Path, entry_sources: list[str]) -> Path:
     dist_info = f"shinken-{version}.dist-info"
 
     lines = ["Metadata-Version: 2.1", "Name: shinken", f"Version: {version}",
-             f"Summary: {meta.get('Summary') or ''} (the modules a shinken_cua server imports)",
-             f"Requires-Python: {meta.get('Requires-Python') or '>=3.11'}"]
+             f"Summary: {meta.json.get('summary') or ''} (the modules a shinken_cua server imports)",
+             f"Requires-Python: {meta.json.get('requires_python') or '>=3.11'}"]
     lines += [f"Requires-Dist: {r}" for r in requirements]
     extra = {
         f"{dist_info}/METADATA": ("\n".join(lines) + "\n").encode(),

@@ -29,7 +29,7 @@ import orjson
 
 import shinken
 from shinken.bundles.model import Bundle
-from shinken.download.source import read_source
+from shinken.download.source import SourceInfo, read_source
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.runtime import OWNER_MARKER, register_temp_dir, unregister_temp_dir, utc_now
@@ -38,10 +38,10 @@ from shinken.swap import swap_into_place
 from shinken.probes.final_receipt import kept_tiers
 from shinken.workspace import gym_config as gymcfg
 from shinken.workspace import rows as rows_mod
-from shinken.workspace.evidence import gather
+from shinken.workspace.evidence import Evidence, gather
 from shinken.workspace.inputs import MANIFEST, check_dest, load_bundles, read_id_list
-from shinken.workspace.licensing import resolve_license
-from shinken.workspace.split import normalize_instruction, split_bundles
+from shinken.workspace.licensing import License, resolve_license
+from shinken.workspace.split import Split, normalize_instruction, split_bundles
 from shinken.workspace.store import copy_bundles
 from shinken.workspace.wheel import build_wheel
 from shinken.workspace.yaml_out import dump_yaml
@@ -163,6 +163,33 @@ def _describe_source(source: Any) -> str:
 
 
 def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
+    """Check the options, plan what the workspace holds, then write it (a failed run leaves dest untouched)."""
+    return write_workspace(plan_workspace(opts))
+
+
+@dataclass
+class WorkspacePlan:
+    """What make_workspace will write: every input read and checked, every row and split made.
+    Nothing is written while planning (bad input is said before a folder is touched)."""
+
+    opts: WorkspaceOptions
+    dest: Path
+    task_root: Path
+    names: gymcfg.Names
+    engine: gymcfg.EngineSettings
+    authors: list[str]
+    source: SourceInfo | None  # the download record; None for a local task folder
+    lic: License
+    bundles: list[Bundle]
+    split: Split
+    example: list[str]
+    evidence: Evidence  # verifier cases and determinism from the probe's evidence
+    split_rows: dict[str, list[dict[str, Any]]]
+    data_hash: str
+    description: str
+
+
+def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     dest = Path(opts.dest).expanduser().absolute()
     task_root = Path(opts.task_root).expanduser().resolve()
     names = gymcfg.Names(opts.name)
@@ -200,6 +227,21 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     evidence = gather(rows, listed.ids, listed.receipt, [Path(p) for p in opts.rollouts])
     if not lic.stated:
         evidence.notes.append("license unknown (--license unknown): `gym env publish` will refuse it")
+    split_rows = {"train": [rows[i] for i in split.train], "validation": [rows[i] for i in split.validation],
+                  "example": [rows[i] for i in example]}
+    description = (f"CUA-Gym computer-use tasks ({len(split.train)} train, {len(split.validation)} validation) "
+                   "on Linux desktop containers forked per rollout from each task's set-up golden state and "
+                   "scored by the task's own reward.py (partial credit in [0, 1])")
+    return WorkspacePlan(opts, dest, task_root, names, engine, authors, source, lic, bundles, split, example,
+                         evidence, split_rows, hashlib.sha256(orjson.dumps(split_rows)).hexdigest()[:8], description)
+
+
+def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
+    """Write `plan` into a fresh sibling folder of its destination, then swap it into place."""
+    opts, dest, task_root, names, engine = plan.opts, plan.dest, plan.task_root, plan.names, plan.engine
+    authors, source, lic, bundles, split = plan.authors, plan.source, plan.lic, plan.bundles, plan.split
+    example, evidence, split_rows, data_hash = plan.example, plan.evidence, plan.split_rows, plan.data_hash
+    description = plan.description
 
     # Write into a fresh sibling folder, then swap it in: a failed run leaves dest untouched. The
     # folder is registered with gc's temp-folder registry, so a kill -9 leftover is reclaimable.
@@ -207,12 +249,6 @@ def make_workspace(opts: WorkspaceOptions) -> WorkspaceResult:
     stage = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     register_temp_dir(stage, labels={"shinken.kind": "workspace-staging"})
     try:
-        split_rows = {"train": [rows[i] for i in split.train], "validation": [rows[i] for i in split.validation],
-                      "example": [rows[i] for i in example]}
-        data_hash = hashlib.sha256(orjson.dumps(split_rows)).hexdigest()[:8]
-        description = (f"CUA-Gym computer-use tasks ({len(split.train)} train, {len(split.validation)} validation) "
-                       "on Linux desktop containers forked per rollout from each task's set-up golden state and "
-                       "scored by the task's own reward.py (partial credit in [0, 1])")
         server = stage / names.server_dir
         for rel in SERVER_CODE:
             (server / rel).parent.mkdir(parents=True, exist_ok=True)

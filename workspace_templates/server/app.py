@@ -39,6 +39,7 @@ from nemo_gym.base_resources_server import (
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
 from nemo_gym.verifier_fixture import VerifierFixture
+from shinken.computer.settings import DEFAULTS  # the engine's pool, TTL and golden bounds, written once
 
 SERVER_DIR = Path(__file__).resolve().parent
 WORKSPACE = SERVER_DIR.parent.parent  # the folder holding resources_servers/ and environments/
@@ -62,10 +63,10 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
         description="checked: every rollout starts at its row's shinken_tier, its start state checked against "
                     "the golden's (a mismatch is masked); filesystem: unchecked forks (processes may be missing).",
     )
-    shinken_pool_size: int = Field(0, ge=0, description="Warm forks kept ready per golden.")
-    shinken_idle_ttl: float = Field(900, ge=0, description="Seconds before an idle rollout is reaped.")
-    shinken_golden_ttl: float = Field(3600, ge=0, description="Seconds an unused golden image is kept.")
-    shinken_max_goldens: int = Field(64, ge=1, description="Golden images kept at once (LRU).")
+    shinken_pool_size: int = Field(DEFAULTS.pool_size, ge=0, description="Warm forks kept ready per golden.")
+    shinken_idle_ttl: float = Field(DEFAULTS.idle_ttl_s, ge=0, description="Seconds before an idle rollout is reaped.")
+    shinken_golden_ttl: float = Field(DEFAULTS.golden_ttl_s, ge=0, description="Seconds an unused golden image is kept.")
+    shinken_max_goldens: int = Field(DEFAULTS.max_goldens, ge=1, description="Golden images kept at once (LRU).")
     shinken_judge_url: Optional[str] = Field(
         None, description="OpenAI-compatible API for rewards that call reward_judge (key: SHINKEN_JUDGE_API_KEY).")
     shinken_judge_model: Optional[str] = Field(None, description="The model that endpoint serves.")

@@ -1,0 +1,39 @@
+"""What the sandbox asks of a run's mock web session, as a type.
+
+The sandbox sits below mockweb/ and never imports it; mockweb.session.WebSession provides these
+hooks, and the provider, the golden builder and the forks call them through this Protocol.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from shinken.bundles.model import Bundle
+
+if TYPE_CHECKING:
+    from shinken.sandbox.container import Container
+
+
+class WebHooks(Protocol):
+    @property
+    def network_mode(self) -> str:
+        """Docker network_mode of web-task containers."""
+        ...
+
+    def record(self, box: Container, bundle: Bundle) -> dict[str, Any]:
+        """Write the golden's hub state into the build container; the summary kept in its metadata."""
+        ...
+
+    def setup_sid(self, box: Container) -> str | None:
+        """The sid a setup run in `box` wrote, or None."""
+        ...
+
+    def new_sid(self) -> str: ...
+
+    def restore(self, box: Container, sid: str) -> bool:
+        """Give a fork the sid `sid` holding the golden's hub state; False when there is none."""
+        ...
+
+    def release(self, sid: str, *, keep_uploads: bool = False) -> None:
+        """Remove a sid's state (never raises)."""
+        ...
