@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from shinken.cli.common import JsonFlag, Output, add_command, group
 from shinken.cli.image import CaBundleOpt, build_progress
@@ -113,7 +114,7 @@ def _build_table(builds: list[Any], failed: list[Any]) -> Table:
     rows = [(b.name, "cached" if b.cached else "built", b.seconds, "", b.log or "") for b in builds]
     rows += [(f.name, "FAILED", f.seconds, f.error, f.log or "") for f in failed]
     for name, res, sec, err, log in sorted(rows, key=lambda r: r[0].lower()):
-        table.add_row(name, res, f"{sec:.1f}", err, log)
+        table.add_row(name, res, f"{sec:.1f}", Text(err), Text(log))  # Text: `[vite:...]` is not markup
     return table
 
 
