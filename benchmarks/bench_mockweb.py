@@ -11,7 +11,11 @@
   and the state fork alone (the guest `restore`: set + set_current + read back) and a record
   (what a golden build pays: /state + /go until it settles).
 
+- with `--checkout-survey OUT.json` on a CUA-Gym-Hub checkout: apps built of those it has, the
+  build time per app, the hub image's size, and `hub check` time and results per app.
+
 Run: .venv/bin/python benchmarks/bench_mockweb.py [--source DIR] [--apps a,b] [--n 20] [--json out.json]
+     .venv/bin/python benchmarks/bench_mockweb.py --source ~/CUA-Gym-Hub --checkout-survey out/hub-survey.json
 (default source: the stand-in checkout tests/data/hub; with a CUA-Gym-Hub checkout the build
 numbers are those of its apps, the fork numbers need a web task for one of them: --task).
 """
@@ -77,6 +81,57 @@ def bench_build(client, source: Path, apps: list[str] | None) -> dict:
         out[app.name] = {"cold_s": round(cold, 2), "warm_npm_cache_s": round(warm, 2), "cached_s": round(cached, 4)}
         print(f"build {app.name}: cold {cold:.1f}s, warm npm cache {warm:.1f}s, cached {cached * 1000:.0f}ms", file=sys.stderr)
     return out
+
+
+def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool) -> dict:
+    """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it: per app
+    built or failed, seconds (its image not cached; the npm cache shared by the apps, warm from
+    the apps before it, as in one `hub build`), the first error line; then every app again
+    (cached: a content-hash lookup), the hub image of the apps that built and its size, and
+    `shinken hub check` per app. Results are written to `out_path` after every app, and a
+    re-run resumes: apps already recorded are not built again."""
+    from shinken.mockweb.build import AppBuildFailed
+    from shinken.mockweb.check import check_hub
+    from shinken.mockweb.registry import configured_registry
+
+    chosen = select_apps(discover_apps(source), apps)
+    node_tag, node_id, _ = ensure_node_image(client)
+    ca = _read_ca(None)
+    registry, _ = configured_registry(None)
+    doc = json.loads(out_path.read_text()) if out_path.exists() else {}
+    doc.setdefault("source", str(source))
+    doc.setdefault("apps_in_checkout", len(chosen))
+    doc.setdefault("registry", registry)
+    per_app = doc.setdefault("apps", {})
+    for i, app in enumerate(chosen, 1):
+        if app.name in per_app:
+            continue
+        load = os.getloadavg()[0]
+        try:
+            b = build_app(client, app, node_tag, node_id, ca, registry=registry)
+            per_app[app.name] = {"built": True, "cached_before": b.cached, "seconds": round(b.seconds, 2),
+                                 "error": None, "load": round(load, 1)}
+        except AppBuildFailed as exc:
+            per_app[app.name] = {"built": False, "cached_before": False, "seconds": round(exc.seconds, 2),
+                                 "error": exc.first_error, "log": str(exc.log), "load": round(load, 1)}
+        r = per_app[app.name]
+        print(f"[{i}/{len(chosen)}] {app.name}: {'built' if r['built'] else 'FAILED'} in {r['seconds']:.1f}s"
+              + (f" ({r['error']})" if r["error"] else ""), file=sys.stderr, flush=True)
+        out_path.write_text(json.dumps(doc, indent=1) + "\n")
+    built = [a for a in chosen if per_app.get(a.name, {}).get("built")]
+    for a in built:
+        per_app[a.name]["cached_s"] = round(build_app(client, a, node_tag, node_id, ca, registry=registry).seconds, 4)
+    doc["built"] = len(built)
+    hub = build_hub(source, [a.name for a in built], client=client, registry=registry)
+    doc["hub_image"] = hub.tag
+    doc["hub_image_bytes"] = client.api.inspect_image(hub.image_id)["Size"]
+    out_path.write_text(json.dumps(doc, indent=1) + "\n")
+    if check:
+        manifest = read_manifest(client, hub.tag)
+        for r in check_hub(client, manifest, progress=lambda line: print(line, file=sys.stderr, flush=True)):
+            per_app[r.app]["check"] = r.to_json()
+            out_path.write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
 
 
 def bench_start(client, manifest, n: int) -> dict:
@@ -162,9 +217,17 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--checkout-survey", type=Path, metavar="OUT.json",
+                    help="build every app of --source one by one (resumable; results in OUT.json), "
+                         "then the hub of those that built, its size, and `hub check` per app")
+    ap.add_argument("--no-check", action="store_true", help="with --checkout-survey: skip `hub check`")
     a = ap.parse_args()
     client = connect()
     apps = [x for x in a.apps.split(",") if x] if a.apps else None
+    if a.checkout_survey is not None:
+        doc = bench_checkout(client, a.source, a.checkout_survey, apps, not a.no_check)
+        print(json.dumps({k: v for k, v in doc.items() if k != "apps"}, indent=1))
+        return
     load = os.getloadavg()
     out: dict = {"load_before": [round(x, 2) for x in load]}
     if not a.skip_build:

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from shinken.cli.common import JsonFlag, Output, add_command, group
 from shinken.cli.image import CaBundleOpt, build_progress
@@ -17,7 +18,8 @@ app = group("Build and run the CUA-Gym-Hub mock web apps that web tasks use.")
 
 BUILD_EXAMPLES = [
     "shinken hub build --source ~/CUA-Gym-Hub --apps gmail,slack    # two apps; cached per app by content hash",
-    "shinken hub build --source ~/CUA-Gym-Hub --json    # every app of the checkout",
+    "shinken hub build --source ~/CUA-Gym-Hub --json    # every app of the checkout that builds",
+    "shinken hub build --source ~/CUA-Gym-Hub --registry https://npm.example.com/ --strict    # exit 1 if any app fails",
 ]
 UP_EXAMPLES = [
     "shinken hub up    # a detached hub of shinken/hub:latest; probe and the workspace server reuse it",
@@ -25,12 +27,16 @@ UP_EXAMPLES = [
 ]
 DOWN_EXAMPLES = ["shinken hub down    # every hub `hub up` started", "shinken hub down shinken-hub-53fdc32c-1a9428"]
 STATUS_EXAMPLES = ["shinken hub status", "shinken hub status --json"]
+CHECK_EXAMPLES = ["shinken hub check    # every app of shinken/hub:latest; results go into its manifest",
+                  "shinken hub check shinken/hub:latest --apps gmail,slack --json"]
 INSPECT_EXAMPLES = ["shinken hub inspect    # the apps shinken/hub:latest serves, their host names and ports",
                     "shinken hub inspect shinken/hub:latest --json"]
 
 DEFAULT_HUB = "shinken/hub:latest"
 HubImageArg = Annotated[str, typer.Argument(help="Hub image (from `shinken hub build`).", envvar="SHINKEN_HUB_IMAGE")]
 BUILD_SCHEMA = "shinken.hub_build/1"
+BUILD_FAILED_SCHEMA = "shinken.hub_build_failed/1"
+CHECK_SCHEMA = "shinken.hub_check/1"
 STATUS_SCHEMA = "shinken.hub_status/1"
 
 
@@ -59,6 +65,10 @@ def _validated(name: str, doc: dict[str, Any]) -> dict[str, Any]:
 def build(
     source: Annotated[Path, typer.Option("--source", "-s", help="A CUA-Gym-Hub checkout (the folder holding websites/).")],
     apps: Annotated[Optional[str], typer.Option("--apps", help="Comma-separated apps to include (default: all), e.g. gmail,slack.")] = None,
+    registry: Annotated[Optional[str], typer.Option(
+        "--registry", help="npm registry to install every package from, whatever host a lockfile names "
+                           "(default: npm's configured one: $npm_config_registry, ~/.npmrc, else registry.npmjs.org).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any app fails to build (default: only when none built).")] = False,
     ca_bundle: CaBundleOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every build output line.")] = False,
     json_out: JsonFlag = False,
@@ -66,27 +76,93 @@ def build(
     """Build (or find cached) the hub image from a CUA-Gym-Hub checkout.
 
     Each app gets `npm ci` (`npm install` without a lockfile) and `npm run build` in its own
-    image, cached by the content hash of its sources and lockfile; the hub image then holds
-    the chosen apps and lists them in its manifest."""
-    from shinken.mockweb.build import build_hub
+    image, cached by the content hash of its sources and lockfile; every package comes from
+    the configured npm registry. An app that fails is left out (its first error line and log
+    are in the table) and the hub image holds every app that built, listed in its manifest."""
+    from shinken.mockweb.build import NothingBuilt, build_hub
+    from shinken.errors import WorkFailed
 
     output = Output(json_out)
     wanted = _apps_list(apps)
-    with build_progress(output, "hub", verbose) as progress:
-        result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=progress)
+    try:
+        with build_progress(output, "hub", verbose) as progress:
+            result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=progress, registry=registry)
+    except NothingBuilt as exc:
+        table = _build_table([], exc.failures)
+        output.result(_validated("hub_build_failed", {"schema": BUILD_FAILED_SCHEMA, "failed": [f.to_json() for f in exc.failures]}),
+                      lambda: output.table(table))
+        raise
     built = sum(not a.cached for a in result.apps)
     output.note(f"{result.tag}: {'cached' if result.cached else 'built'} in {result.seconds:.1f}s "
-                f"({built} of {len(result.apps)} app(s) built, the rest cached)")
-    table = Table("app", "host name", "image", "cached", "seconds")
-    aliases = {a["name"]: a["alias"] for a in result.manifest["apps"]}
-    for a in result.apps:
-        table.add_row(a.name, aliases[a.name], a.tag, "yes" if a.cached else "no", f"{a.seconds:.1f}")
+                f"({len(result.apps)} app(s) in the image: {built} built, {len(result.apps) - built} cached; "
+                f"{len(result.failed)} failed; npm registry {result.registry})")
+    table = _build_table(result.apps, result.failed)
 
     def render() -> None:
         output.table(table)
         output.line(f"hub image: {result.tag} (also {result.tag.split(':')[0]}:latest)")
 
     output.result(_validated("hub_build", {"schema": BUILD_SCHEMA, **result.to_json()}), render)
+    if strict and result.failed:
+        raise WorkFailed(f"--strict: {len(result.failed)} app(s) did not build ({', '.join(f.name for f in result.failed)}); "
+                         f"the hub image {result.tag} holds the {len(result.apps)} that did")
+
+
+def _build_table(builds: list[Any], failed: list[Any]) -> Table:
+    """One row per app: built / cached / failed, seconds, the first error line, the log."""
+    table = Table("app", "result", "seconds", "first error line", "log")
+    rows = [(b.name, "cached" if b.cached else "built", b.seconds, "", b.log or "") for b in builds]
+    rows += [(f.name, "FAILED", f.seconds, f.error, f.log or "") for f in failed]
+    for name, res, sec, err, log in sorted(rows, key=lambda r: r[0].lower()):
+        table.add_row(name, res, f"{sec:.1f}", Text(err), Text(log))  # Text: `[vite:...]` is not markup
+    return table
+
+
+def check(
+    image: HubImageArg = DEFAULT_HUB,
+    apps: Annotated[Optional[str], typer.Option("--apps", help="Comma-separated apps to check (default: every app of the image).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any app fails a check.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Check each app's State API on fresh sids of a hub of the image, and record the results
+    in the image's manifest (`checks` per app).
+
+    Per app: a new sid's state_diff is empty; one set_current change shows in /go; reset
+    works; a >1 MB multi-byte UTF-8 state round-trips byte for byte; the app answers on
+    127.0.0.1 and ::1 inside the hub. Triage (--hub) drops tasks whose reward reads a field a
+    failed check found wrong."""
+    from shinken.errors import WorkFailed
+    from shinken.mockweb.check import CHECKS, check_hub, record_checks
+    from shinken.mockweb.manifest import read_manifest
+
+    output = Output(json_out)
+    client = _client()
+    manifest = read_manifest(client, image)
+    wanted = _apps_list(apps)
+    with build_progress(output, "hub check", True) as progress:
+        results = check_hub(client, manifest, wanted, progress=progress)
+        new_id = record_checks(client, manifest, results, progress=None)
+    doc = _validated("hub_check", {"schema": CHECK_SCHEMA, "image": new_id, "checked_image": manifest.image_id,
+                                   "apps": [{"app": r.app, "checks": r.to_json()} for r in results]})
+    table = Table("app", *CHECKS, "fields found wrong", "seconds")
+    for r in results:
+        fields = sorted({f for v in r.results.values() if not v.ok for f in v.fields})
+        table.add_row(r.app, *("ok" if r.results[c].ok else "FAIL" for c in CHECKS), ", ".join(fields) or "-",
+                      f"{r.seconds:.1f}")
+    failing = [r for r in results if not r.ok]
+
+    def render() -> None:
+        output.table(table)
+        for r in failing:
+            for name, v in r.results.items():
+                if not v.ok:
+                    output.line(f"{r.app} {name}: {v.detail}")
+        output.line(f"{len(results) - len(failing)} of {len(results)} app(s) passed every check; "
+                    f"results recorded in the manifest of {image} ({new_id[:19]})")
+
+    output.result(doc, render)
+    if strict and failing:
+        raise WorkFailed(f"--strict: {len(failing)} app(s) failed a State API check: {', '.join(r.app for r in failing)}")
 
 
 def up(
@@ -149,13 +225,11 @@ def down(
 
 def inspect(image: HubImageArg = DEFAULT_HUB, json_out: JsonFlag = False) -> None:
     """Print a hub image's manifest: the apps it serves, their host names, ports and versions."""
-    from dataclasses import asdict
-
-    from shinken.mockweb.manifest import HUB_SCHEMA, read_manifest
+    from shinken.mockweb.manifest import read_manifest
 
     output = Output(json_out)
     m = read_manifest(_client(), image)
-    doc = {"schema": HUB_SCHEMA, "node_image": m.node_image, "apps": [asdict(a) for a in m.apps]}
+    doc = m.to_doc()
     _validated("hub_manifest", doc)
     table = Table("app", "host name (port 80)", "direct port", "placeholder", "source hash")
     for a in m.apps:
@@ -229,6 +303,7 @@ def _print_status(hubs_docs: list[dict[str, Any]], json_out: bool) -> None:
 
 
 add_command(app, "build", build, BUILD_EXAMPLES)
+add_command(app, "check", check, CHECK_EXAMPLES)
 add_command(app, "up", up, UP_EXAMPLES)
 add_command(app, "down", down, DOWN_EXAMPLES)
 add_command(app, "status", status, STATUS_EXAMPLES)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from shinken.errors import EnvironmentProblem, ShinkenError
+from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
 from shinken.runtime import cache_root
 from shinken.images.build import (
     LABEL_HASH,
@@ -42,6 +42,7 @@ from shinken.images.build import (
 )
 from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
 from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
+from shinken.mockweb.registry import DEFAULT_REGISTRY, Rewrite, configured_registry, rewrite_lockfile
 from shinken.sandbox.ownership import labels_for
 
 HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
@@ -75,6 +76,43 @@ class AppBuild:
     source_hash: str
     cached: bool
     seconds: float
+    log: str | None = None  # the build log (None when the image was found cached)
+
+
+@dataclass
+class AppFailure:
+    """An app that did not build: left out of the hub image, named in its manifest."""
+
+    name: str
+    source_hash: str
+    seconds: float
+    error: str  # the log's first error line
+    log: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "source_hash": self.source_hash, "seconds": round(self.seconds, 2),
+                "error": self.error, "log": self.log}
+
+
+class AppBuildFailed(WorkFailed):
+    """One app's npm build failed (or could not run); `build_hub` goes on without it."""
+
+    def __init__(self, app: MockApp, message: str, first_error: str, log: Path | None, seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.app = app
+        self.first_error = first_error
+        self.log = log
+        self.seconds = seconds
+
+
+class NothingBuilt(WorkFailed):
+    """Not one chosen app built: there is no hub image to make."""
+
+    def __init__(self, failures: list[AppFailure]) -> None:
+        names = ", ".join(f.name for f in failures[:6]) + (", ..." if len(failures) > 6 else "")
+        super().__init__(f"no app built ({len(failures)} failed: {names}); the table names each one's first "
+                         "error and log; fix the apps or the npm registry settings (--registry)")
+        self.failures = failures
 
 
 @dataclass
@@ -87,13 +125,17 @@ class HubBuild:
     manifest: dict[str, Any]
     apps: list[AppBuild] = field(default_factory=list)
     node_seconds: float = 0.0
+    failed: list[AppFailure] = field(default_factory=list)
+    registry: str = DEFAULT_REGISTRY
 
     def to_json(self) -> dict[str, Any]:
         return {
             "tag": self.tag, "latest": f"{HUB_REPO}:latest", "id": self.image_id, "content_hash": self.content_hash,
             "cached": self.cached, "seconds": round(self.seconds, 2), "node_seconds": round(self.node_seconds, 2),
+            "registry": self.registry,
             "apps": [{"name": a.name, "tag": a.tag, "id": a.image_id, "source_hash": a.source_hash,
-                      "cached": a.cached, "seconds": round(a.seconds, 2)} for a in self.apps],
+                      "cached": a.cached, "seconds": round(a.seconds, 2), "log": a.log} for a in self.apps],
+            "failed": [f.to_json() for f in self.failed],
             "manifest": self.manifest,
         }
 
@@ -138,35 +180,67 @@ def app_content_hash(app: MockApp, node_id: str) -> str:
     return hashlib.sha256(f"recipe={RECIPE_VERSION}\nnode={node_id}\nsource={source_hash(app)}\n".encode()).hexdigest()[:12]
 
 
-def _source_tar(app: MockApp) -> bytes:
+def _source_tar(app: MockApp, registry: str) -> tuple[bytes, Rewrite | None]:
+    """The app's sources as a tar, its lockfile's tarball URLs on `registry` (what was
+    rewritten, or None without a lockfile)."""
     buf = io.BytesIO()
+    rewrite: Rewrite | None = None
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel, path in source_files(app.folder):
             info = tar.gettarinfo(str(path), arcname=f"{app.name}/{rel}")
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
-            with open(path, "rb") as fh:
-                tar.addfile(info, fh)
-    return buf.getvalue()
+            data = path.read_bytes()
+            if rel == "package-lock.json":
+                data, rewrite = rewrite_lockfile(data, registry)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue(), rewrite
 
 
 # npm reads the proxy CA both as its own `cafile` and as Node's extra CAs (install scripts);
-# `npm ci` needs a lockfile that matches package.json, `npm install` works without one.
+# `npm ci` needs a lockfile that matches package.json, `npm install` works without one. $2 is
+# the configured registry: the lockfile's tarball URLs were rewritten to it (mockweb.registry).
 _APP_BUILD_SCRIPT = r"""set -e
 cd "$1"
+export npm_config_registry="$2"
 export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
 if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
 npm run build
-test -f dist/index.html || { echo "npm run build wrote no dist/index.html" >&2; exit 3; }
+test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html" >&2; exit 3; }
 """
+
+_ERROR_LINE = re.compile(r"\b\w*(error|ERROR|Error)\b|ERR!|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|requires Node")
+_FAILED_LINE = re.compile(r"\b(failed|FAILED|Failed)\b")  # weaker: `x Build failed in 695ms` comes before the error
+_NPM_CODE_ONLY = re.compile(r"npm ERR! (code|errno|syscall) \S+\s*$")
+
+
+def first_error_line(lines: list[str]) -> str:
+    """The line of a build log that says what went wrong first: npm's first message line
+    (past its bare `code`/`errno` lines), else the first line naming an error, else the last."""
+    text = [ln.strip() for ln in lines if ln.strip()]
+    npm = [ln for ln in text if "npm ERR!" in ln]
+    if npm:
+        return next((ln for ln in npm if not _NPM_CODE_ONLY.search(ln)), npm[0])[:300]
+    for pattern in (_ERROR_LINE, _FAILED_LINE):
+        for i, ln in enumerate(text):
+            if pattern.search(ln) and not ln.startswith("shinken:"):
+                if ln.endswith(":") and i + 1 < len(text):
+                    return f"{ln} {text[i + 1]}"[:300]
+                return ln[:300]
+    return (text[-1] if text else "no output")[:300]
 
 
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
-              progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None) -> AppBuild:
+              progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None,
+              registry: str = DEFAULT_REGISTRY) -> AppBuild:
     """The built image of one app, cached by the hash of its sources and the node image.
     npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
-    by every app build; the benchmark passes an empty one to time a cold build)."""
+    by every app build; the benchmark passes an empty one to time a cold build). registry: the
+    npm registry every package is installed from, whatever host the lockfile names (the
+    tarballs' integrity hashes are kept, so the image is the same whichever registry served
+    them). A failed build raises AppBuildFailed."""
     t0 = time.monotonic()
     h = app_content_hash(app, node_id)
     src = source_hash(app)
@@ -176,13 +250,18 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
         if found and not nocache:
             return AppBuild(app.name, tag, found, src, True, time.monotonic() - t0)
         _say(progress, f"building {tag} ({app.name}: npm {'ci' if app.has_lockfile else 'install'} + npm run build)")
-        image_id = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
-                                           npm_cache or cache_root() / "hub-npm")
-    return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0)
+        try:
+            image_id, log = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
+                                                    npm_cache or cache_root() / "hub-npm", registry)
+        except AppBuildFailed as exc:
+            exc.seconds = time.monotonic() - t0
+            raise
+    return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0, str(log))
 
 
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
-                            ca_pem: bytes, progress: Progress | None, npm_cache: Path) -> str:
+                            ca_pem: bytes, progress: Progress | None, npm_cache: Path,
+                            registry: str) -> tuple[str, Path]:
     import docker.errors
 
     api = client.api
@@ -192,6 +271,18 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     log_dir = cache_root() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"hub-app-{_slug(app.name)}-{h}.log"
+    sources, rewrite = _source_tar(app, registry)
+    notes = rewrite.log_lines() if rewrite is not None else [f"shinken: no package-lock.json; npm install from {registry}"]
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write("".join(n + "\n" for n in notes))
+    for n in notes:
+        _say(progress, f"[{app.name}] {n}")
+
+    def failed(message: str, lines: list[str]) -> AppBuildFailed:
+        return AppBuildFailed(app, f"{app.folder}: {message}; fix the app or leave it out of --apps\n"
+                              + "\n".join(lines[-12:]) + f"\n(full log: {log_path})",
+                              first_error_line(lines) if lines else message, log_path)
+
     binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}}
     hc = api.create_host_config(binds=binds, network_mode="host", init=True)
     labels = labels_for("build", task=f"hub-app-{app.name}")
@@ -201,30 +292,31 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     except docker.errors.APIError as exc:
         raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc}") from None
     tail: list[str] = []
+    errors: list[str] = []  # the first lines that name an error, for the summary table
     try:
         api.start(cid)
-        api.put_archive(cid, APPS_ROOT, _source_tar(app))
-        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}"])
+        api.put_archive(cid, APPS_ROOT, sources)
+        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry])
         deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
-        with open(log_path, "w", encoding="utf-8") as log:
+        with open(log_path, "a", encoding="utf-8") as log:
             for chunk in api.exec_start(ex["Id"], stream=True):
                 text = chunk.decode("utf-8", "replace")
                 log.write(text)
                 for line in text.splitlines():
                     if line.strip():
                         tail = (tail + [line])[-30:]
+                        if len(errors) < 40 and (_ERROR_LINE.search(line) or _FAILED_LINE.search(line)):
+                            errors.append(line)
                         _say(progress, f"[{app.name}] {line}")
                 if time.monotonic() > deadline:
-                    raise EnvironmentProblem(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s (log: {log_path})")
+                    raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors + tail)
         code = api.exec_inspect(ex["Id"]).get("ExitCode")
         if code != 0:
-            raise ShinkenError(
-                f"{app.folder}: npm build of {app.name} failed (exit {code}); fix the app or leave it out of --apps\n"
-                + "\n".join(tail[-12:]) + f"\n(full log: {log_path})", exit_code=1)
+            raise failed(f"npm build of {app.name} failed (exit {code})", errors + tail if errors else tail)
         repo, version = tag.split(":")
         img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
         res = api.commit(cid, repository=repo, tag=version, conf={"Labels": img_labels, "Cmd": ["sleep", "infinity"]})
-        return str(res["Id"])
+        return str(res["Id"]), log_path
     except docker.errors.APIError as exc:
         raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path})") from None
     finally:
@@ -247,9 +339,12 @@ def check_aliases(apps: list[MockApp]) -> None:
         seen[a.alias] = seen[a.key] = a.name
 
 
-def hub_manifest(apps: list[MockApp], builds: list[AppBuild], node_id: str) -> dict[str, Any]:
+def hub_manifest(apps: list[MockApp], builds: list[AppBuild], node_id: str,
+                 failed: list[AppFailure] | None = None) -> dict[str, Any]:
+    """What the hub image holds (`apps`, numbered in name order), and the apps of the
+    checkout that were chosen but did not build (`left_out`, only when there are some)."""
     by_name = {b.name: b for b in builds}
-    return {
+    doc: dict[str, Any] = {
         "schema": HUB_SCHEMA,
         "node_image": node_id,
         "apps": [
@@ -259,6 +354,10 @@ def hub_manifest(apps: list[MockApp], builds: list[AppBuild], node_id: str) -> d
             for i, a in enumerate(apps)
         ],
     }
+    if failed:
+        # name and sources only: the error text would make the image's content hash vary by run
+        doc["left_out"] = [{"name": f.name, "source_hash": f.source_hash} for f in failed]
+    return doc
 
 
 def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
@@ -274,18 +373,36 @@ def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
 
 def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any = None,
               ca_bundle: Path | str | None = None, progress: Progress | None = None,
-              nocache: bool = False) -> HubBuild:
-    """Build (or find cached) the hub image serving `app_names` of the checkout at `source`."""
+              nocache: bool = False, registry: str | None = None) -> HubBuild:
+    """Build (or find cached) the hub image serving every app of `app_names` (default: all
+    apps of the checkout at `source`) that builds. An app that fails is left out and named
+    (HubBuild.failed, the manifest's `left_out`); NothingBuilt when none built.
+    registry: the npm registry to install from (default: npm's configured one)."""
     t0 = time.monotonic()
-    apps = select_apps(discover_apps(source), app_names)
-    check_aliases(apps)
+    chosen = select_apps(discover_apps(source), app_names)
+    check_aliases(chosen)
     client = _client(client)
     ca_pem = _read_ca(ca_bundle)
+    reg, reg_from = configured_registry(registry)
+    _say(progress, f"npm registry: {reg} ({reg_from}); every lockfile's tarball URLs point there")
     tn = time.monotonic()
     node_tag, node_id, _ = ensure_node_image(client, progress)
     node_seconds = time.monotonic() - tn
-    builds = [build_app(client, a, node_tag, node_id, ca_pem, progress=progress, nocache=nocache) for a in apps]
-    manifest = hub_manifest(apps, builds, node_id)
+    builds: list[AppBuild] = []
+    failed: list[AppFailure] = []
+    for a in chosen:
+        try:
+            builds.append(build_app(client, a, node_tag, node_id, ca_pem, progress=progress, nocache=nocache,
+                                    registry=reg))
+        except AppBuildFailed as exc:
+            failed.append(AppFailure(a.name, source_hash(a), exc.seconds, exc.first_error,
+                                     str(exc.log) if exc.log else None))
+            _say(progress, f"{a.name}: FAILED ({exc.first_error}); going on without it (log: {exc.log})")
+    if not builds:
+        raise NothingBuilt(failed)
+    built = {b.name for b in builds}
+    apps = [a for a in chosen if a.name in built]
+    manifest = hub_manifest(apps, builds, node_id, failed)
     supervisor = (HUB_IMAGE_DIR / "supervisor.mjs").read_bytes()
     manifest_bytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
     dockerfile = _hub_dockerfile(apps, builds)
@@ -295,7 +412,7 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
         found = _image_id(client, tag)
         if found and not nocache:
             _tag_latest(client, found, HUB_REPO)
-            return HubBuild(tag, found, h, True, time.monotonic() - t0, manifest, builds, node_seconds)
+            return HubBuild(tag, found, h, True, time.monotonic() - t0, manifest, builds, node_seconds, failed, reg)
         _say(progress, f"building {tag} ({len(apps)} app(s): {', '.join(a.name for a in apps)})")
         context = _tar({"Dockerfile": dockerfile, "hub.json": json.dumps(manifest, indent=1).encode(),
                         "supervisor.mjs": supervisor})
@@ -304,5 +421,5 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
                                      LABEL_HUB_MANIFEST: manifest_bytes.decode()},
                              progress=progress, nocache=nocache)
         _tag_latest(client, image_id, HUB_REPO)
-    return HubBuild(tag, image_id, h, False, time.monotonic() - t0, manifest, builds, node_seconds)
+    return HubBuild(tag, image_id, h, False, time.monotonic() - t0, manifest, builds, node_seconds, failed, reg)
 

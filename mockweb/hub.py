@@ -114,12 +114,15 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
         network_mode=network or "bridge",
         port_bindings=port_bindings or None,
         restart_policy={"Name": "unless-stopped"} if detached else None,
+        # IPv6 on the hub's loopback (engines disable it in containers of IPv4 networks), so its
+        # apps answer on ::1 as well as 127.0.0.1, as clients that resolve localhost either way need.
+        sysctls={"net.ipv6.conf.lo.disable_ipv6": "0"},
     )
     name = f"shinken-hub-{manifest.image_id.removeprefix('sha256:')[:8]}-{secrets.token_hex(3)}"
     env = ["SHINKEN_HUB_EAGER=1"] if eager else []
     try:
         netcfg = None
-        if network:
+        if network and network != "none":
             netcfg = api.create_networking_config(
                 {network: api.create_endpoint_config(aliases=[a.alias for a in manifest.apps])})
         c = api.create_container(manifest.image_id, name=name, labels=labels, host_config=hc, detach=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shinken.errors import EnvironmentProblem, ShinkenError
@@ -21,6 +21,8 @@ class HubApp:
     dir: str
     source_hash: str
     image: str
+    # `shinken hub check`'s results for this app in this image (None: never checked)
+    checks: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def url(self) -> str:
@@ -33,10 +35,27 @@ class HubManifest:
     image_id: str
     node_image: str
     apps: tuple[HubApp, ...]
+    # apps chosen at build that did not build: ({"name", "source_hash"}, ...)
+    left_out: tuple[dict[str, str], ...] = field(default=(), compare=False, hash=False)
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any], image_id: str) -> "HubManifest":
-        return cls(image_id, doc["node_image"], tuple(HubApp(**a) for a in doc["apps"]))
+        return cls(image_id, doc["node_image"], tuple(HubApp(**a) for a in doc["apps"]),
+                   tuple(dict(x) for x in doc.get("left_out") or ()))
+
+    def to_doc(self) -> dict[str, Any]:
+        """The manifest document (schema hub_manifest) this object was read from."""
+        apps = []
+        for a in self.apps:
+            d = {"name": a.name, "key": a.key, "alias": a.alias, "port": a.port, "dir": a.dir,
+                 "source_hash": a.source_hash, "image": a.image}
+            if a.checks is not None:
+                d["checks"] = a.checks
+            apps.append(d)
+        doc: dict[str, Any] = {"schema": HUB_SCHEMA, "node_image": self.node_image, "apps": apps}
+        if self.left_out:
+            doc["left_out"] = [dict(x) for x in self.left_out]
+        return doc
 
     def app(self, name: str) -> HubApp | None:
         low = name.lower()

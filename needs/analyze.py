@@ -90,6 +90,24 @@ def _judge_needs(data: bytes, name: str) -> list[list[Any]]:
     return needs
 
 
+# The `/go` fields of a mock's State API a reward reads (as string literals: data["state_diff"],
+# .get('current_state')); `shinken hub check` says which of them an app serves wrong.
+_STATE_FIELDS = re.compile(rb"""["'](state_diff|current_state|initial_state)["']""")
+
+
+def _state_api_needs(data: bytes, name: str) -> list[list[Any]]:
+    """One `state_api` need per State API field the reward reads, where it first does."""
+    out: list[list[Any]] = []
+    seen: set[bytes] = set()
+    for m in _STATE_FIELDS.finditer(data):
+        field = m.group(1)
+        if field not in seen:
+            seen.add(field)
+            line = data.count(b"\n", 0, m.start()) + 1
+            out.append(["state_api", [field.decode()], f"{name}:{line}"])
+    return out
+
+
 def _classify(needs: list[list[Any]]) -> str:
     kinds = {n[0] for n in needs}
     if kinds & {"placeholder", "mock", "mock_host"}:
@@ -231,7 +249,11 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
             needs.extend(file_url_needs(data, name))
         if b"reward_judge" in data:
             needs.extend(_judge_needs(data, name))
+        if is_reward:
+            needs.extend(_state_api_needs(data, name))
     mocky = any(n[0] in ("mock", "mock_host", "placeholder") for n in needs)
+    if not mocky and not generic_mock:
+        needs = [n for n in needs if n[0] != "state_api"]  # field names alone do not make a web task
     if generic_mock and not mocky:
         # app_type says mock websites, but nothing names the app: a mock is still needed.
         needs.append(["mock", ["mock_websites"], "app_type"])

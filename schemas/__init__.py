@@ -20,7 +20,7 @@ SCHEMA_NAMES = (
     "workspace_manifest", "source", "gym_rollout", "profile", "profile_outcome", "task_ids",
     "dropped_row", "provenance", "publish_result",
     "hub_manifest",
-    "hub_build", "hub_status",
+    "hub_build", "hub_build_failed", "hub_status", "hub_check",
     "hub_state", "mockweb_bundle",
     "desktop_record",
 )

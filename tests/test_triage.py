@@ -289,6 +289,8 @@ def test_every_reason_code_is_exercised(corpus: Path, caps: Capabilities, tmp_pa
     assert codes(t["syntax-error"]) == {"syntax_unchecked"} and t["syntax-error"]["verdict"] == "runnable"
     assert "needs_newer_python" not in codes(t["newer-python"])
     seen |= codes(t["syntax-error"])
+    # A hub whose mailbox app failed a State API check the web task's reward depends on.
+    seen |= codes(run(WEB_TASKS, caps, mock_urls=WEB_MOCK, state_defects=MAILBOX_DEFECT)["mailbox-zero-signal"])
     # `unreadable` needs a reader without root's DAC override: test_unreadable_folder_without_root_privileges.
     assert seen | {"unreadable"} == set(CODES), set(CODES) ^ seen
 
@@ -298,6 +300,33 @@ def load_mock_urls(path: Path) -> dict[str, str]:
     plan = web_plan(None, path)
     assert plan is not None
     return plan.mock_urls()
+
+
+WEB_TASKS = Path(__file__).resolve().parent / "data" / "web_tasks"
+WEB_MOCK = {"__CUA_GYM_MAILBOX_URL__": "http://cua-gym-mailbox"}
+MAILBOX_DEFECT = {"MAILBOX": ("mailbox", {"reset": ("current_state", "state_diff")})}
+
+
+def test_a_task_whose_reward_reads_a_field_its_app_serves_wrong_is_blocked(caps: Capabilities) -> None:
+    """Triage reads which /go fields a reward reads; with a hub's check results, a task is
+    blocked (mock_state_api_defect: which app, check and field) exactly when its reward reads a
+    field a failed check of its app found wrong."""
+    star, zero = "8b2f7c1e-4a3d-5e6f-9a0b-1c2d3e4f5a6b", "mailbox-zero-signal"  # reads all three / current_state
+    clean = run(WEB_TASKS, caps, mock_urls=WEB_MOCK)
+    assert "mock_state_api_defect" not in codes(clean[star]) | codes(clean[zero])
+    diff_only = {"MAILBOX": ("mailbox", {"change_shows": ("state_diff", "initial_state"), "dual_stack": ()})}
+    t = run(WEB_TASKS, caps, mock_urls=WEB_MOCK, state_defects=diff_only)
+    got = {r["subject"] for r in t[star]["reasons"] if r["code"] == "mock_state_api_defect"}
+    assert got == {"mailbox:change_shows:state_diff", "mailbox:change_shows:initial_state"}
+    assert t[star]["verdict"] == "blocked" and "reward.py:15" in next(
+        r["detail"] for r in t[star]["reasons"] if r["subject"] == "mailbox:change_shows:state_diff")
+    assert "mock_state_api_defect" not in codes(t[zero])  # it reads current_state only
+    t = run(WEB_TASKS, caps, mock_urls=WEB_MOCK, state_defects=MAILBOX_DEFECT)
+    assert {r["subject"] for r in t[zero]["reasons"] if r["code"] == "mock_state_api_defect"} == \
+        {"mailbox:reset:current_state"}
+    # Another app's defects do not touch the mailbox's tasks.
+    t = run(WEB_TASKS, caps, mock_urls=WEB_MOCK, state_defects={"GMAIL": ("gmail", {"reset": ("current_state",)})})
+    assert "mock_state_api_defect" not in codes(t[star]) | codes(t[zero])
 
 
 def test_mock_urls_unblock_web_tasks(corpus: Path, caps: Capabilities, tmp_path: Path, monkeypatch) -> None:

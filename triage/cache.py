@@ -28,7 +28,7 @@ import orjson
 
 from shinken.runtime import cache_root
 
-ANALYSIS_VERSION = 4  # bump when analysis output (needs/analyze.py) changes: invalidates every cache entry
+ANALYSIS_VERSION = 5  # bump when analysis output (needs/analyze.py) changes: invalidates every cache entry
 
 
 @functools.cache

@@ -47,6 +47,7 @@ CODES: dict[str, tuple[str, str]] = {
     "needs_network": (BLOCKER, "a URL that is fetched or opened, or a package install, needs the internet, which sandboxes lack"),
     "private_host": (BLOCKER, "a hard-coded private/LAN address that no sandbox can reach"),
     "needs_mock_web": (BLOCKER, "a __CUA_GYM_*_URL__/_HOST__ placeholder, a hosted mock host (cua-gym-<app>.xlang.ai) or a mock app_type with no --mock-urls mapping"),
+    "mock_state_api_defect": (BLOCKER, "the reward reads a State API field (state_diff, current_state, initial_state) that `shinken hub check` found wrong in the task's mock app (--hub)"),
     "needs_newer_python": (BLOCKER, "syntax or a stdlib module newer than the image's Python"),
     "needs_judge": (BLOCKER, "reward.py calls an LLM judge (reward_judge) and no --judge-url is configured"),
     "unknown_app_type": (NOTE, "app_type is not in the desktop_apps mapping (no app requirement derived)"),

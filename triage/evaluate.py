@@ -4,6 +4,7 @@ mock map never needs a re-analysis."""
 
 from __future__ import annotations
 
+import re
 import sys
 import hashlib
 from dataclasses import dataclass
@@ -50,11 +51,39 @@ def _module_label(name: str) -> str:
     return f"{name} ({dist})" if dist and dist != name else name
 
 
+# app key (the middle of __CUA_GYM_<KEY>_URL__) -> (app name, {failed check: the /go fields it
+# found wrong}): what `shinken hub check` recorded in the hub image's manifest.
+StateDefects = dict[str, tuple[str, dict[str, tuple[str, ...]]]]
+_PLACEHOLDER_KEY = re.compile(r"^__CUA_GYM_([A-Z0-9_]+?)_(?:URL|HOST)__$")
+
+
+def app_key(name: str) -> str:
+    return re.sub(r"[^A-Z0-9]+", "_", name.upper()).strip("_")
+
+
+def _task_app_keys(needs: list[list[Any]]) -> list[str]:
+    keys: list[str] = []
+    for kind, alts, _ in needs:
+        key = None
+        if kind == "placeholder":
+            m = _PLACEHOLDER_KEY.match(alts[0])
+            key = m.group(1) if m else None
+        elif kind == "mock" and alts[0] != "mock_websites":
+            key = app_key(alts[0])
+        elif kind == "mock_host" and len(alts) > 1:
+            key = app_key(alts[1])
+        if key and key not in keys:
+            keys.append(key)
+    return keys
+
+
 class Evaluator:
-    def __init__(self, caps: Capabilities, mock_urls: dict[str, str] | None = None, *, judge: bool = False) -> None:
+    def __init__(self, caps: Capabilities, mock_urls: dict[str, str] | None = None, *, judge: bool = False,
+                 state_defects: StateDefects | None = None) -> None:
         self.caps = caps
         self.mock = dict(mock_urls or {})
         self.judge = judge  # a judge endpoint is configured (probe/server --judge-url)
+        self.state_defects = dict(state_defects or {})
         self._std: dict[str, str] = {}
         self._memo: dict[tuple[str, ...], tuple[str, str, str] | None] = {}
 
@@ -63,7 +92,8 @@ class Evaluator:
         tasks for equal analyses (the code is fingerprinted by the triage cache)."""
         c = self.caps
         doc = [list(c.python_version), sorted(c.python_modules), sorted(c.executables), sorted(c.desktop_apps),
-               c.display, sorted(self.mock.items()), self.judge]
+               c.display, sorted(self.mock.items()), self.judge,
+               sorted((k, n, sorted(d.items())) for k, (n, d) in self.state_defects.items())]
         return hashlib.sha256(orjson.dumps(doc)).hexdigest()[:16]
 
     def _module_missing(self, name: str) -> str | None:
@@ -152,9 +182,31 @@ class Evaluator:
                             "subject": subject})
         return out
 
+    def state_api_reasons(self, needs: list[list[Any]]) -> list[dict[str, str]]:
+        """`mock_state_api_defect` for every State API field the reward reads that a hub check
+        of an app the task uses found wrong (subject `<app>:<check>:<field>`)."""
+        fields = [(alts[0], where) for kind, alts, where in needs if kind == "state_api"]
+        if not fields or not self.state_defects:
+            return []
+        out: list[dict[str, str]] = []
+        for key in _task_app_keys(needs):
+            hit = self.state_defects.get(key)
+            if hit is None:
+                continue
+            app, failed = hit
+            for field, where in fields:
+                for check, wrong in sorted(failed.items()):
+                    if field in wrong:
+                        out.append({"code": "mock_state_api_defect", "severity": CODES["mock_state_api_defect"][0],
+                                    "subject": f"{app}:{check}:{field}",
+                                    "detail": f"the reward reads {field} ({where}); mock app {app!r} failed hub check "
+                                              f"{check}, which found {field} wrong (`shinken hub check`)"})
+        return out
+
     def evaluate(self, a: dict[str, Any]) -> dict[str, Any]:
         reasons = [{"code": c, "detail": d, "severity": CODES[c][0]} for c, d in a["reasons"]]
         reasons.extend(self.reasons_for(a["needs"]))
+        reasons.extend(self.state_api_reasons(a["needs"]))
         return {
             "id": a["id"],
             "path": a["path"],

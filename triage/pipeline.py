@@ -13,12 +13,13 @@ from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import check_judge_url
 from shinken.triage.codes import CLASSES
-from shinken.triage.evaluate import Capabilities
+from shinken.triage.evaluate import _PLACEHOLDER_KEY, Capabilities, StateDefects, app_key
 from shinken.triage.manifest import load_manifest_file, manifest_for_image
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
 
 if TYPE_CHECKING:
+    from shinken.mockweb.manifest import HubManifest
     from shinken.mockweb.runs import WebPlan
 
 
@@ -64,8 +65,52 @@ def triage_task_root(
 
         web = web_plan(hub, mock_urls)
     mock = web.mock_urls() if web is not None else {}
+    defects: StateDefects = {}
+    hub_checks: dict[str, Any] | None = None
+    if web is not None and web.manifest is not None:  # the hub's failed State API checks (mockweb)
+        defects = state_defects(web.manifest, mock)
+        hub_checks = hub_checks_summary(web.manifest)
     run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress,
-                      judge=judge_url is not None)
+                      judge=judge_url is not None, state_defects=defects)
     report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,
-                          class_filter=class_filter, show=show, mock_urls=len(mock))
+                          class_filter=class_filter, show=show, mock_urls=len(mock), hub_checks=hub_checks)
     return TriageOutcome(report, run.stats.cache_error)
+
+
+def state_defects(manifest: "HubManifest", mock: dict[str, str]) -> StateDefects:
+    """The failed State API checks of the hub's apps (their `checks` in the manifest), by the
+    app key of every placeholder that reaches the app and by the app's own key."""
+    from urllib.parse import urlsplit
+
+    from shinken.mockweb.check import failed_fields
+
+    by_alias: dict[str, tuple[str, dict[str, tuple[str, ...]]]] = {}
+    for a in manifest.apps:
+        failed = {c: f for c, f in failed_fields(a.checks).items() if f}
+        if failed:
+            by_alias[a.alias] = (a.name, failed)
+    out: StateDefects = {}
+    for a in manifest.apps:
+        if a.alias in by_alias:
+            out[app_key(a.name)] = by_alias[a.alias]
+    for placeholder, url in mock.items():
+        host = urlsplit(url).hostname or ""
+        m = _PLACEHOLDER_KEY.match(placeholder)
+        if host in by_alias and m:
+            out.setdefault(m.group(1), by_alias[host])
+    return out
+
+
+def hub_checks_summary(manifest: "HubManifest") -> dict[str, Any]:
+    """For the report: which apps failed which check (and which were never checked)."""
+    from shinken.mockweb.check import CHECKS, failed_fields
+
+    by_check: dict[str, list[str]] = {c: [] for c in CHECKS}
+    unchecked = []
+    for a in manifest.apps:
+        if a.checks is None:
+            unchecked.append(a.name)
+            continue
+        for c in failed_fields(a.checks):
+            by_check.setdefault(c, []).append(a.name)
+    return {"image": manifest.image_id, "apps": len(manifest.apps), "failed_by_check": by_check, "unchecked": unchecked}

@@ -105,13 +105,26 @@ def summarize(tasks: list[dict[str, Any]], show: int) -> dict[str, Any]:
     }
 
 
+def _hub_checks(tasks: list[dict[str, Any]], hub: dict[str, Any]) -> dict[str, Any]:
+    """Apps by failed State API check, and how many tasks each check blocked."""
+    blocked: dict[str, set[str]] = {}
+    for t in tasks:
+        for r in t["reasons"]:
+            if r["code"] == "mock_state_api_defect" and r.get("subject"):
+                blocked.setdefault(r["subject"].split(":")[1], set()).add(t["id"])
+    return {"image": hub["image"], "apps": hub["apps"], "unchecked": hub["unchecked"],
+            "by_check": {c: {"apps": apps, "tasks": len(blocked.get(c, ()))} for c, apps in hub["failed_by_check"].items()}}
+
+
 def build_report(
     tasks: list[dict[str, Any]], caps: Capabilities, image_ref: str, task_root: str, stats: RunStats, *,
-    class_filter: str | None = None, show: int = 5, mock_urls: int = 0,
+    class_filter: str | None = None, show: int = 5, mock_urls: int = 0, hub_checks: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     if class_filter:
         tasks = [t for t in tasks if t["class"] == class_filter]
     summary = summarize(tasks, show)
+    if hub_checks is not None:
+        summary["hub_checks"] = _hub_checks(tasks, hub_checks)
     summary.update({
         "class_filter": class_filter,
         "python": f"{caps.python_version[0]}.{caps.python_version[1]}",
@@ -159,6 +172,19 @@ def render(report: dict[str, Any], console: Console, show: int) -> None:
         for row in s["top_missing"][: max(show, 10)]:
             m.add_row(row["code"], row["subject"], str(row["tasks"]))
         console.print(m)
+    hub = s.get("hub_checks")
+    if hub:
+        h = Table(title=f"hub State API checks ({hub['apps']} apps, {len(hub['unchecked'])} never checked)",
+                  title_justify="left")
+        h.add_column("check")
+        h.add_column("apps that failed it")
+        h.add_column("tasks blocked", justify="right")
+        for check, row in hub["by_check"].items():
+            h.add_row(check, ", ".join(row["apps"]) or "-", str(row["tasks"]))
+        console.print(h)
+        if hub["unchecked"]:
+            console.print(f"[dim]never checked (run `shinken hub check`): {', '.join(hub['unchecked'][:12])}"
+                          + (" ..." if len(hub["unchecked"]) > 12 else "") + "[/]")
     d = Table(title="difficulty / app_type", title_justify="left")
     d.add_column("difficulty")
     d.add_column("tasks", justify="right")

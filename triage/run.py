@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from shinken.bundles.loader import discover_entries
 from shinken.triage.cache import ResultsMemo, TriageCache, stat_key
-from shinken.triage.evaluate import Capabilities, Evaluator
+from shinken.triage.evaluate import Capabilities, Evaluator, StateDefects
 
 CHUNK = 48  # folders per worker task: big enough to amortise IPC, small enough to balance
 INLINE_BELOW = 200  # fewer misses than this: a pool costs more than it saves
@@ -207,16 +207,19 @@ def triage_root(
     cache_directory: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
     judge: bool = False,
+    state_defects: StateDefects | None = None,
 ) -> TriageRun:
     """`judge`: an LLM judge will be configured (probe/server --judge-url), so rewards that
-    import reward_judge are not blocked for it."""
+    import reward_judge are not blocked for it. `state_defects`: the State API checks the
+    hub's apps failed (`shinken hub check`), by app key."""
     # Loading a 10k-entry cache and building 10k results makes millions of objects and no
     # garbage cycles: the cyclic GC would only re-scan them (~15% of a cached re-run).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _triage_root(root, caps, mock_urls, workers=workers, use_cache=use_cache,
-                            cache_directory=cache_directory, progress=progress, judge=judge)
+                            cache_directory=cache_directory, progress=progress, judge=judge,
+                            state_defects=state_defects)
     finally:
         if was_enabled:
             gc.enable()
@@ -232,6 +235,7 @@ def _triage_root(
     cache_directory: Path | None,
     progress: Callable[[int, int], None] | None,
     judge: bool,
+    state_defects: StateDefects | None = None,
 ) -> TriageRun:
     t0 = time.perf_counter()
     root = Path(root).absolute()
@@ -242,7 +246,7 @@ def _triage_root(
     py = caps.python_version
     pyver = f"{py[0]}.{py[1]}"
     # Evaluated as results arrive, so matching overlaps the workers' analysis.
-    ev = Evaluator(caps, mock_urls, judge=judge)
+    ev = Evaluator(caps, mock_urls, judge=judge, state_defects=state_defects)
     results: dict[str, dict[str, Any]] = {}
     misses: list[str] = folders
     cache = TriageCache(pyver, cache_directory) if use_cache else None

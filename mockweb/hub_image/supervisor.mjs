@@ -18,27 +18,47 @@ const INTERNAL_BASE = 20000;
 const manifest = JSON.parse(fs.readFileSync(MANIFEST, 'utf8'));
 
 const apps = manifest.apps.map((a, i) => ({
-  ...a, internal: INTERNAL_BASE + i, proc: null, ready: null, starts: 0, lastError: null,
+  ...a, internal: INTERNAL_BASE + i, addr: '127.0.0.1', proc: null, ready: null, starts: 0, lastError: null,
 }));
 const byAlias = new Map(apps.map((a) => [a.alias, a]));
 const byName = new Map(apps.map((a) => [a.name.toLowerCase(), a]));
 
 function log(msg) { process.stdout.write(`[hub] ${new Date().toISOString()} ${msg}\n`); }
 
-function portOpen(port) {
+function portOpenAt(host, port) {
   return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port });
+    const s = net.connect({ host, port });
     s.once('connect', () => { s.destroy(); resolve(true); });
     s.once('error', () => resolve(false));
   });
 }
 
+// The loopback address an app answers on: IPv4 first, else IPv6 (an app that binds one family
+// whatever it is told still serves through the hub; `shinken hub check` reports it).
+async function portOpen(app) {
+  for (const host of ['127.0.0.1', '::1']) {
+    if (await portOpenAt(host, app.internal)) { app.addr = host; return true; }
+  }
+  return false;
+}
+
+// Apps bind both loopback families (`::` is dual-stack) when the container has IPv6 on its
+// loopback (the hub is started with it enabled), else IPv4 only.
+function ipv6Loopback() {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen(0, '::1', () => s.close(() => resolve(true)));
+  });
+}
+const APP_HOST = (await ipv6Loopback()) ? '::' : '127.0.0.1';
+
 function start(app) {
   if (app.ready) return app.ready;
   app.starts += 1;
-  // The app's own preview script, as deploy-all.sh runs it, bound to loopback: only this
-  // process talks to it.
-  const proc = spawn('npm', ['run', 'preview', '--', '--host', '127.0.0.1', '--port', String(app.internal), '--strictPort'],
+  // The app's own preview script, as deploy-all.sh runs it, on both address families (its
+  // port is reachable from the hub's networks then, like every app is through port 80).
+  const proc = spawn('npm', ['run', 'preview', '--', '--host', APP_HOST, '--port', String(app.internal), '--strictPort'],
     { cwd: app.dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, BROWSER: 'none' } });
   app.proc = proc;
   const tag = `[${app.name}] `;
@@ -56,8 +76,8 @@ function start(app) {
   app.ready = (async () => {
     while (Date.now() - t0 < START_TIMEOUT_MS) {
       if (exited) throw new Error(app.lastError);
-      if (await portOpen(app.internal)) {
-        log(`${app.name}: serving after ${Date.now() - t0} ms`);
+      if (await portOpen(app)) {
+        log(`${app.name}: serving on ${app.addr} after ${Date.now() - t0} ms`);
         return true;
       }
       await new Promise((r) => setTimeout(r, 50));
@@ -78,7 +98,9 @@ function sendJson(res, status, doc) {
 function health() {
   return {
     ok: true,
-    apps: apps.map((a) => ({ name: a.name, alias: a.alias, port: a.port, running: !!a.proc, starts: a.starts, last_error: a.lastError })),
+    app_host: APP_HOST,
+    apps: apps.map((a) => ({ name: a.name, alias: a.alias, port: a.port, internal: a.internal, addr: a.addr,
+      running: !!a.proc, starts: a.starts, last_error: a.lastError })),
   };
 }
 
@@ -89,8 +111,9 @@ async function proxy(app, req, res) {
     sendJson(res, 502, { error: `mock app ${app.name} failed to start: ${e.message || e}` });
     return;
   }
-  const headers = { ...req.headers, host: `127.0.0.1:${app.internal}`, 'x-forwarded-host': req.headers.host || '' };
-  const up = http.request({ host: '127.0.0.1', port: app.internal, method: req.method, path: req.url, headers }, (r) => {
+  const hostPort = app.addr.includes(':') ? `[${app.addr}]:${app.internal}` : `${app.addr}:${app.internal}`;
+  const headers = { ...req.headers, host: hostPort, 'x-forwarded-host': req.headers.host || '' };
+  const up = http.request({ host: app.addr, port: app.internal, method: req.method, path: req.url, headers }, (r) => {
     res.writeHead(r.statusCode || 502, r.headers);
     r.pipe(res);
   });
@@ -130,8 +153,9 @@ function handler(fixed) {
   };
 }
 
-const servers = [http.createServer(handler(null)).listen(80, '0.0.0.0')];
-for (const app of apps) servers.push(http.createServer(handler(app)).listen(app.port, '0.0.0.0'));
+// No host: Node listens on `::` (both families) when the container has IPv6, else 0.0.0.0.
+const servers = [http.createServer(handler(null)).listen(80)];
+for (const app of apps) servers.push(http.createServer(handler(app)).listen(app.port));
 for (const s of servers) s.keepAliveTimeout = 65000;
 log(`serving ${apps.length} app(s): ${apps.map((a) => `${a.alias}:${a.port}`).join(' ')}`);
 if (process.env.SHINKEN_HUB_EAGER === '1') for (const a of apps) start(a).catch(() => {});
