@@ -22,7 +22,7 @@ import docker.errors
 
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.sandbox import guest, steps
-from shinken.sandbox.api import ExecResult, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.api import ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
 from shinken.sandbox.docker_stream import open_exec_stream, read_frames
 
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
@@ -33,6 +33,15 @@ KILL_WAIT_S = 10.0  # how long a fallback kill of a failed run's processes is wa
 
 def infra(what: str, exc: BaseException) -> InfraError:
     return InfraError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def lost(what: str, exc: BaseException) -> ForkLost:
+    return ForkLost(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _not_running(exc: docker.errors.APIError) -> bool:
+    """The engine refused an exec because the container is not running (409)."""
+    return getattr(exc, "status_code", None) == 409 and "not running" in str(exc)
 
 
 @dataclass
@@ -125,8 +134,10 @@ class Container:
                                       workdir=workdir)
             stream = open_exec_stream(self.api, ex["Id"])
         except docker.errors.NotFound as exc:
-            raise infra(f"container {self.id[:12]} vanished", exc) from None
+            raise lost(f"container {self.id[:12]} vanished", exc) from None
         except docker.errors.APIError as exc:
+            if _not_running(exc):
+                raise lost(f"container {self.id[:12]} stopped", exc) from None
             raise infra(f"exec in {self.id[:12]}", exc) from None
         data, guard_hit, total = read_frames(stream, t0 + t_in + EXEC_GRACE_S, max_output + 256, nonce.encode())
         duration = time.monotonic() - t0
@@ -173,6 +184,8 @@ class Container:
         for _ in range(20):
             try:
                 info = self.api.exec_inspect(exec_id)
+            except docker.errors.NotFound as exc:
+                raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
             except docker.errors.APIError as exc:
                 raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
             if not info.get("Running"):
@@ -183,10 +196,12 @@ class Container:
             time.sleep(0.05)
         try:
             state = self.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound as exc:
+            raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
         except docker.errors.APIError as exc:
             raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
         if not state.get("Running"):
-            raise InfraError(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+            raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
         return None
 
     def launch(self, argv: list[str], *, user: str = guest.USER) -> None:
