@@ -215,7 +215,8 @@ def test_broken_reward_masks_instead_of_scoring_zero(engine):
     gen = engine.seed("broken", "broken-reward")
     try:
         res = engine.verify("broken", gen)
-        assert res.mask_sample is True and res.failure_kind == "reward_no_reward_line", res
+        assert res.mask_sample is True and res.failure_kind == "verifier_error", res  # Gym's name
+        assert res.code == "reward_no_reward_line" and res.failure_stage == "verification", res
         assert "status file missing" in res.reward_output_tail
     finally:
         engine.end("broken", gen)
@@ -229,7 +230,8 @@ def test_infra_failure_masks_the_sample(engine, docker_client):
         out = _exec(engine, "infra", gen, "echo hi")
         assert "infrastructure" in out
         res = engine.verify("infra", gen)
-        assert res.mask_sample is True and res.failure_kind == "infra", res
+        assert res.mask_sample is True and res.failure_kind == "session_lost", res  # its container is gone
+        assert res.code == "fork_lost" and res.failure_stage == "agent", res
     finally:
         engine.end("infra", gen)
 

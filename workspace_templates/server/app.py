@@ -131,6 +131,8 @@ class ShinkenVerifyRequest(BaseVerifyRequest):
 class ShinkenVerifyResponse(BaseVerifyResponse):
     model_config = ConfigDict(extra="allow")
     reward_output_tail: str = ""
+    # Where a masked rollout failed (nemo_gym.failure_kinds.FailureStage): seed, agent or verification.
+    failure_stage: Optional[str] = None
 
 
 class Refused(Exception):
@@ -174,6 +176,7 @@ async def score(engine: Any, session: str, generation: str, body: ShinkenVerifyR
         mask_sample=result.mask_sample,
         failure_kind=result.failure_kind,
         failure_reason=result.failure_reason,
+        failure_stage=result.failure_stage,
         reward_output_tail=result.reward_output_tail,
     )
 
