@@ -156,6 +156,9 @@ class Container:
         else:
             # The wrapper itself died (killed by the command, OOM, container stopped).
             exit_code = self._exec_exit(ex["Id"])
+            # A container killed under the exec is a lost fork, not the command's exit; the engine
+            # may report the container running for a moment after the kill that ended the exec.
+            self._check_running(settle_s=1.0 if exit_code in (None, 137) else 0.0)
         if kill_user_on_failure and not m:
             self._kill_user_processes(user)  # the wrapper's own kill may never have run
         timed_out = guard_hit or (exit_code == 137 and duration >= t_in * 0.98)
@@ -203,6 +206,22 @@ class Container:
         if not state.get("Running"):
             raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
         return None
+
+    def _check_running(self, settle_s: float = 0.0) -> None:
+        """ForkLost when the container is gone or no longer running (watched for `settle_s`)."""
+        end = time.monotonic() + settle_s
+        while True:
+            try:
+                state = self.api.inspect_container(self.id)["State"]
+            except docker.errors.NotFound as exc:
+                raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
+            except docker.errors.APIError as exc:
+                raise infra(f"inspecting {self.id[:12]} after exec", exc) from None
+            if not state.get("Running"):
+                raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.1)
 
     def launch(self, argv: list[str], *, user: str = guest.USER) -> None:
         """Start argv in its own session and return at once."""
