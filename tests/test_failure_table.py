@@ -141,21 +141,6 @@ def test_vocabulary_matches_the_gym_wheel() -> None:
     assert list(typing.get_args(FailureStage)) == doc["stages"]
 
 
-LAUNCHER = """
-import sys, uvicorn
-sys.path.insert(0, {server!r})
-from omegaconf import OmegaConf
-from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.server_utils import ServerClient
-from app import ShinkenCuaResourcesServer, load_config
-client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port={no_head_port}),
-                      global_config_dict=OmegaConf.create({{}}))
-cfg = load_config().model_copy(update={{"port": {port}}})
-server = ShinkenCuaResourcesServer(config=cfg, server_client=client)
-uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
-"""
-
-
 @pytest.mark.docker
 @pytest.mark.slow
 def test_seed_during_an_engine_outage_answers_503(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
@@ -166,14 +151,9 @@ def test_seed_during_an_engine_outage_answers_503(gym_workspace: gh.GymWorkspace
                if json.loads(ln)["task_id"] == "hello-file")
     with private_engine("i21o", "shinken-i21-outage") as engine:
         port = gh.free_port()
-        inside = f"{gh.WS_MOUNT}/resources_servers/{gh.NAME}"
-        (tmp_path / "launch.py").write_text(LAUNCHER.format(server=inside, port=port, no_head_port=gh.free_port()))
-        wheel = next((gym_workspace.server / "vendor").glob("shinken-*.whl")).name
-        c = gh.GymContainer(mounts=[tmp_path], binds=[(gym_workspace.path, gh.WS_MOUNT), (engine.base, "/engine")],
-                            env={"DOCKER_HOST": "unix:///engine/d.sock"}, workdir=inside)
-        c.start(f"pip install -q --no-cache-dir vendor/{wheel} && exec python {tmp_path / 'launch.py'}")
+        c = gh.resources_server(tmp_path, gym_workspace, port, binds=[(engine.base, "/engine")],
+                                env={"DOCKER_HOST": "unix:///engine/d.sock"})
         try:
-            gh.wait_http(port, container=c, timeout=600)
             missing = gh.post(port, "/seed_session", row)  # this engine never had the task image
             assert missing.status == 503, missing.text
             doc = missing.json()
@@ -185,7 +165,7 @@ def test_seed_during_an_engine_outage_answers_503(gym_workspace: gh.GymWorkspace
             doc = down.json()
             assert doc["error"] == "infra_error" and doc["failure_kind"] == "provider_unavailable", doc
             assert "Connection" in doc["detail"] or "not reachable" in doc["detail"], doc
-            # a stale cookie is still the caller's problem, not the machine's
+            # a call before any seed is still the caller's mistake, not the machine's
             r = gh.post(port, "/computer_exec", {"command": "true"})
             assert r.status == 409 and r.json()["error"] == "no_session"
         finally:
