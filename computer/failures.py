@@ -91,6 +91,10 @@ NOT_RAISED_TO_SERVER: dict[str, str] = {
     "shinken.mockweb.state_api.StateApiError": "runs in the guest; the host sees InfraError or SetupError",
     "shinken.computer.a11y.DumpError": "turned into ToolArgError by the tools",
     "shinken.computer.tools.ToolArgError": "the tool answers the model an error text (its own mistake)",
+    # NeMo Gym's sandbox-provider path (shinken/provider): Gym's own errors carry these, not this server
+    "shinken.provider.sandboxes.CreateFailed": "the sandbox provider's: raised to Gym's sandbox layer",
+    "shinken.provider.sandboxes.NotReady": "the sandbox provider's: raised to Gym's sandbox layer",
+    "shinken.provider.config.ConfigProblem": "the sandbox provider's config check",
 }
 
 
