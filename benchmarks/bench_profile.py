@@ -45,7 +45,7 @@ def write_rollouts(path: Path, tasks: list[tuple[str, str]], repeats: int, seed:
                 masked = rng.random() < 1 / 40
                 doc = {**template, "task_id": tid, "bundle_hash": bhash, "_ng_task_index": ti, "_ng_rollout_index": ri,
                        "reward": 0.0 if masked else float(rng.random() < p), "mask_sample": masked,
-                       "failure_kind": "infra" if masked else None,
+                       "failure_kind": "session_lost" if masked else None,
                        "response": {**template["response"], "id": f"resp_{seed}_{ti}_{ri}"}}
                 fh.write(orjson.dumps(doc) + b"\n")
     return path.stat().st_size

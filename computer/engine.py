@@ -33,7 +33,9 @@ from shinken.computer.tools import ToolContext, new_context, run_tool
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
-from shinken.sandbox.api import Fork, ForkPool, Golden, InfraError, Provider, SessionError, SetupError, StartStateError
+from shinken.failure_kinds import kind_of, reason
+from shinken.sandbox.api import (Fork, ForkLost, ForkPool, Golden, InfraError, Provider, SessionError, SetupError,
+                                 StartStateError)
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
 
@@ -57,15 +59,30 @@ ENGINE_LABELS = {LABEL_MADE_BY: "computer-engine"}
 
 @dataclass
 class VerifyResult:
+    """A verify answer. A masked one names its failure in Gym's words (shinken/failure_kinds.py):
+    `failure_kind` a Gym kind, `failure_stage` where it happened, `failure_reason` shinken's finer
+    code first ("reward_timeout: ...")."""
+
     reward: float
     mask_sample: bool
     failure_kind: str | None
     failure_reason: str | None
     reward_output_tail: str
+    failure_stage: str | None = None
+
+    @classmethod
+    def masked(cls, code: str, stage: str, detail: str, output_tail: str = "") -> "VerifyResult":
+        return cls(0.0, True, kind_of(code), reason(code, detail), output_tail, stage)
+
+    @property
+    def code(self) -> str | None:
+        """shinken's reason code of a masked result (the head of failure_reason)."""
+        return self.failure_reason.split(":", 1)[0] if self.failure_reason else None
 
     def to_json(self) -> dict[str, Any]:
         return {"reward": self.reward, "mask_sample": self.mask_sample, "failure_kind": self.failure_kind,
-                "failure_reason": self.failure_reason, "reward_output_tail": self.reward_output_tail}
+                "failure_stage": self.failure_stage, "failure_reason": self.failure_reason,
+                "reward_output_tail": self.reward_output_tail}
 
 
 @dataclass
@@ -88,7 +105,8 @@ class _Session:
     ctx: ToolContext | None = None
     last_used: float = field(default_factory=time.monotonic)
     infra_failure: str | None = None  # an InfraError during a tool call: verify masks the sample
-    failure_kind: str = "infra"  # "start_state" when the seed's computer did not show the golden's desktop
+    failure_code: str = "infra"  # failure_kinds.REASONS: "fork_lost", "start_state" (seed), ...
+    failure_stage: str = "agent"  # where it happened: "seed" or "agent"
     tier: Tier | None = None  # how the rollout's computer got its start state
     removed: bool = False  # taken out of the registry; a waiter must look the session up again
 
@@ -99,6 +117,11 @@ class _PendingDelete:
     action: Callable[[], None]
     attempts: int = 0
     last_error: str = ""
+
+
+def _infra_code(exc: BaseException) -> str:
+    """fork_lost when the rollout's own container (or its session) is gone, else infra."""
+    return "fork_lost" if isinstance(exc, (ForkLost, SessionError)) else "infra"
 
 
 class ComputerEngine:
@@ -407,7 +430,8 @@ class ComputerEngine:
         tier (the probe's `shinken_tier` from the dataset row; see serving_tier); returns its token.
         A computer whose desktop does not match the golden's is retried once, then the rollout
         is started masked: its tools answer an error and verify reports mask_sample with
-        failure_kind "start_state", so an unchecked start state never becomes training data.
+        failure_kind provider_unavailable (reason "start_state: ..."), so an unchecked start state
+        never becomes training data.
         Reseeding a session that has a live rollout requires that rollout's token; once the
         rollout has ended (or was reaped) any token, or none, starts a new one."""
         self._enter()
@@ -441,10 +465,11 @@ class ComputerEngine:
                 if fork is None:
                     self._release_golden(task_id)
                     sess.fork = sess.ctx = None
-                    sess.infra_failure, sess.failure_kind = f"start state not reproduced: {mismatch}", "start_state"
+                    sess.infra_failure = f"start state not reproduced: {mismatch}"
+                    sess.failure_code, sess.failure_stage = "start_state", "seed"
                 else:
                     sess.fork, sess.ctx = fork, new_context(fork)
-                    sess.infra_failure, sess.failure_kind = None, "infra"
+                    sess.infra_failure, sess.failure_code, sess.failure_stage = None, "infra", "agent"
                 sess.generation = f"g{secrets.token_hex(12)}"
                 sess.last_used = time.monotonic()
                 return sess.generation
@@ -470,6 +495,8 @@ class ComputerEngine:
                 except (InfraError, SessionError) as exc:
                     # The fork broke under us (daemon error, container gone): not the model's doing.
                     sess.infra_failure = f"{type(exc).__name__} during {name}: {exc}"
+                    sess.failure_code = _infra_code(exc)
+                    sess.failure_stage = "agent"
                     return "error: the computer failed (infrastructure); this rollout will not be scored"
                 finally:
                     sess.last_used = time.monotonic()
@@ -489,23 +516,24 @@ class ComputerEngine:
                 self._check(sess, session, generation)
                 assert sess is not None  # _check: a live rollout
                 if sess.infra_failure:
-                    return VerifyResult(0.0, True, sess.failure_kind, sess.infra_failure, "")
+                    return VerifyResult.masked(sess.failure_code, sess.failure_stage, sess.infra_failure)
                 assert sess.fork is not None  # only a masked rollout has none
                 bundle = self.bundle(sess.task_id or "")
                 try:
                     res = sess.fork.run_reward(bundle)
                 except (InfraError, SessionError) as exc:
-                    return VerifyResult(0.0, True, "infra", f"{type(exc).__name__}: {exc}", "")
+                    return VerifyResult.masked(_infra_code(exc), "verification", f"{type(exc).__name__}: {exc}")
                 except SetupError as exc:  # evaluator.postconfig failed
-                    return VerifyResult(0.0, True, "postconfig", f"{type(exc).__name__}: {exc}", exc.output_tail)
+                    return VerifyResult.masked("postconfig", "verification", f"{type(exc).__name__}: {exc}",
+                                               exc.output_tail)
                 except Exception as exc:  # noqa: BLE001 - a broken reward run masks the sample, never crashes the server
-                    return VerifyResult(0.0, True, "verify_error", f"{type(exc).__name__}: {exc}", "")
+                    return VerifyResult.masked("verify_error", "verification", f"{type(exc).__name__}: {exc}")
                 finally:
                     sess.last_used = time.monotonic()
                 if res.error is None and res.reward is not None:
                     return VerifyResult(float(res.reward), False, None, None, res.output_tail)
-                reason = f"reward.py: {res.error or 'no reward'} (exit {res.exit_code})"
-                return VerifyResult(0.0, True, f"reward_{res.error or 'missing'}", reason, res.output_tail)
+                why = f"reward.py: {res.error or 'no reward'} (exit {res.exit_code})"
+                return VerifyResult.masked(f"reward_{res.error or 'missing'}", "verification", why, res.output_tail)
             finally:
                 if sess is not None:
                     sess.lock.release()

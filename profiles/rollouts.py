@@ -2,7 +2,9 @@
 
 `gym eval run` / `ng_collect_rollouts` write, next to `<out>.jsonl` (one verify response per
 finished rollout: the row's fields, `reward`, `mask_sample`, `failure_kind`, `response` with
-`output` items and accumulated `usage`, `_ng_task_index`, `_ng_rollout_index`):
+`output` items and accumulated `usage`, `_ng_task_index`, `_ng_rollout_index`; a masked one names
+its failure in Gym's vocabulary, shinken/failure_kinds.py, and older files' shinken codes are read
+as those names):
 `<out>_failures.jsonl` (attempts that produced no rollout, `_ng_failure_class` set; one row per
 attempt, a later success of the same slot supersedes them) and
 `<out>_materialized_inputs.jsonl` (the input rows with their indices, read here only to name
@@ -19,6 +21,7 @@ from typing import Any, Iterator
 import orjson
 
 from shinken.errors import ShinkenError
+from shinken.failure_kinds import gym_kind
 from shinken.schemas import validation_error
 
 FAILURES_SUFFIX = "_failures"
@@ -189,7 +192,7 @@ def read_file(path: Path) -> list[Outcome]:
         reward = float(raw_reward) if isinstance(raw_reward, (int, float)) and not isinstance(raw_reward, bool) else None
         kind: str | None
         if doc.get(FAILURE_CLASS) or sidecar:
-            status, kind = "failed", str(doc.get(FAILURE_CLASS) or doc.get("failure_kind") or "failed")
+            status, kind = "failed", gym_kind(str(doc.get(FAILURE_CLASS) or doc.get("failure_kind") or "failed"))
             key = f"fail:{slot}" if slot else "fail:" + hashlib.sha256(raw).hexdigest()
         else:
             if reward is None or output is None:
@@ -197,7 +200,8 @@ def read_file(path: Path) -> list[Outcome]:
                                    "response); is this a dataset file? pass the rollouts JSONL `gym eval run` wrote")
             masked = bool(doc.get("mask_sample"))
             status = "masked" if masked else "scored"
-            kind = str(doc.get("failure_kind") or "masked") if masked else None
+            # Gym's failure vocabulary; shinken's older codes ("infra", "reward_timeout") translated
+            kind = gym_kind(str(doc.get("failure_kind") or "masked")) if masked else None
             rid = response.get("id")
             key = f"resp:{rid}" if isinstance(rid, str) and rid else "sha:" + hashlib.sha256(raw).hexdigest()
         bh = doc.get("bundle_hash")

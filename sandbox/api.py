@@ -63,6 +63,11 @@ class ImageMissing(InfraError):
     """The task image is not there (not built, or removed meanwhile)."""
 
 
+class ForkLost(InfraError):
+    """The computer's container is gone or stopped under a call (killed, removed, OOM-killed
+    as a whole): the rollout's session is lost; the engine itself may be fine."""
+
+
 class SetupError(SandboxError):
     """A bundle setup step failed. Evidence against the task (or the image)."""
 

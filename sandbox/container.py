@@ -22,7 +22,7 @@ import docker.errors
 
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.sandbox import guest, steps
-from shinken.sandbox.api import ExecResult, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.api import ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
 from shinken.sandbox.docker_stream import open_exec_stream, read_frames
 
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
@@ -33,6 +33,15 @@ KILL_WAIT_S = 10.0  # how long a fallback kill of a failed run's processes is wa
 
 def infra(what: str, exc: BaseException) -> InfraError:
     return InfraError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def lost(what: str, exc: BaseException) -> ForkLost:
+    return ForkLost(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _not_running(exc: docker.errors.APIError) -> bool:
+    """The engine refused an exec because the container is not running (409)."""
+    return getattr(exc, "status_code", None) == 409 and "not running" in str(exc)
 
 
 @dataclass
@@ -125,8 +134,10 @@ class Container:
                                       workdir=workdir)
             stream = open_exec_stream(self.api, ex["Id"])
         except docker.errors.NotFound as exc:
-            raise infra(f"container {self.id[:12]} vanished", exc) from None
+            raise lost(f"container {self.id[:12]} vanished", exc) from None
         except docker.errors.APIError as exc:
+            if _not_running(exc):
+                raise lost(f"container {self.id[:12]} stopped", exc) from None
             raise infra(f"exec in {self.id[:12]}", exc) from None
         data, guard_hit, total = read_frames(stream, t0 + t_in + EXEC_GRACE_S, max_output + 256, nonce.encode())
         duration = time.monotonic() - t0
@@ -145,6 +156,9 @@ class Container:
         else:
             # The wrapper itself died (killed by the command, OOM, container stopped).
             exit_code = self._exec_exit(ex["Id"])
+            # A container killed under the exec is a lost fork, not the command's exit; the engine
+            # may report the container running for a moment after the kill that ended the exec.
+            self._check_running(settle_s=1.0 if exit_code in (None, 137) else 0.0)
         if kill_user_on_failure and not m:
             self._kill_user_processes(user)  # the wrapper's own kill may never have run
         timed_out = guard_hit or (exit_code == 137 and duration >= t_in * 0.98)
@@ -173,6 +187,8 @@ class Container:
         for _ in range(20):
             try:
                 info = self.api.exec_inspect(exec_id)
+            except docker.errors.NotFound as exc:
+                raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
             except docker.errors.APIError as exc:
                 raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
             if not info.get("Running"):
@@ -183,11 +199,29 @@ class Container:
             time.sleep(0.05)
         try:
             state = self.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound as exc:
+            raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
         except docker.errors.APIError as exc:
             raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
         if not state.get("Running"):
-            raise InfraError(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+            raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
         return None
+
+    def _check_running(self, settle_s: float = 0.0) -> None:
+        """ForkLost when the container is gone or no longer running (watched for `settle_s`)."""
+        end = time.monotonic() + settle_s
+        while True:
+            try:
+                state = self.api.inspect_container(self.id)["State"]
+            except docker.errors.NotFound as exc:
+                raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
+            except docker.errors.APIError as exc:
+                raise infra(f"inspecting {self.id[:12]} after exec", exc) from None
+            if not state.get("Running"):
+                raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.1)
 
     def launch(self, argv: list[str], *, user: str = guest.USER) -> None:
         """Start argv in its own session and return at once."""

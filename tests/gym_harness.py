@@ -219,6 +219,42 @@ def wait_http(port: int, path: str = "/docs", timeout: float = 300, container: G
                          + (f"\n{container.logs()}" if container else ""))
 
 
+# ---------------------------------------------------------------- the resources server on its own
+
+SERVER_LAUNCHER = """
+import sys, uvicorn
+sys.path.insert(0, {server!r})
+from omegaconf import OmegaConf
+from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.server_utils import ServerClient
+from app import ShinkenCuaResourcesServer, load_config
+# Gym's real client, pointed at a head server that is not there: the resources server calls no other server.
+client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port={no_head_port}),
+                      global_config_dict=OmegaConf.create({{}}))
+cfg = load_config().model_copy(update={{"port": {port}}})
+server = ShinkenCuaResourcesServer(config=cfg, server_client=client)
+uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
+"""
+
+
+def resources_server(tmp: Path, ws: "GymWorkspace", port: int, *, binds: list[tuple[Path, str]] | None = None,
+                     env: dict[str, str] | None = None) -> GymContainer:
+    """The workspace's generated server (Gym's server class, its own config, the vendored shinken
+    wheel) alone in a runner container, answering on 127.0.0.1:`port`; `tmp` holds its launcher."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    inside = f"{WS_MOUNT}/resources_servers/{NAME}"
+    (tmp / "launch.py").write_text(SERVER_LAUNCHER.format(server=inside, port=port, no_head_port=free_port()))
+    wheel = next((ws.server / "vendor").glob("shinken-*.whl")).name
+    c = GymContainer(mounts=[tmp], binds=[(ws.path, WS_MOUNT), *(binds or [])], env=dict(env or {}), workdir=inside)
+    c.start(f"pip install -q --no-cache-dir vendor/{wheel} && exec python {tmp / 'launch.py'}")
+    try:
+        wait_http(port, container=c, timeout=600)
+    except BaseException:
+        c.stop()
+        raise
+    return c
+
+
 # ---------------------------------------------------------------- per-server venv cache
 
 
@@ -292,9 +328,13 @@ class GymWorkspace:
 
 @pytest.fixture(scope="session")
 def gym_workspace(tmp_path_factory, docker_client) -> GymWorkspace:
+    return make_demo_workspace(tmp_path_factory.mktemp("gym"))
+
+
+def make_demo_workspace(tmp: Path) -> GymWorkspace:
+    """The demo tasks probed, a workspace made from the receipt and moved (see the module doc)."""
     image = sandbox_image()
     ensure_gym_image()
-    tmp = tmp_path_factory.mktemp("gym")
     ids = tmp / "ids.txt"
     ids.write_text("".join(t + "\n" for t in DEMO_TASKS))
     receipt = tmp / "receipt.json"
@@ -313,13 +353,14 @@ def gym_workspace(tmp_path_factory, docker_client) -> GymWorkspace:
     return GymWorkspace(moved, made_at, WS_MOUNT, json.loads(r.stdout), receipt, tmp)
 
 
-def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None) -> tuple[GymContainer, VenvCache]:
+def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None,
+           binds: list[tuple[Path, str]] | None = None) -> tuple[GymContainer, VenvCache]:
     """A started runner container (`sleep infinity`) with workspace `ws` at WS_MOUNT, the uv
     cache and the per-server venvs (shared when free, else private under `private`)."""
     image = ensure_gym_image()
     venvs = acquire_venvs(venv_key(image, (ws / "resources_servers" / NAME / "requirements.txt").read_text()), private)
     UV_CACHE.mkdir(parents=True, exist_ok=True)
-    c = GymContainer(binds=[(ws, WS_MOUNT), (UV_CACHE, f"{WS_MOUNT}/cache/uv"), *venvs.binds()],
+    c = GymContainer(binds=[(ws, WS_MOUNT), (UV_CACHE, f"{WS_MOUNT}/cache/uv"), *venvs.binds(), *(binds or [])],
                      workdir=WS_MOUNT, env={"UV_LINK_MODE": "copy", **(env or {})}, image=image)
     try:
         c.start()
@@ -350,11 +391,11 @@ class GymSession:
 
 @contextlib.contextmanager
 def gym_session(ws: Path, private: Path, policy: Any = None, *,
-                env: dict[str, str] | None = None) -> Iterator[GymSession]:
+                env: dict[str, str] | None = None, binds: list[tuple[Path, str]] | None = None) -> Iterator[GymSession]:
     """A runner for workspace `ws` (see runner()); on the way out, whatever happened: the servers
     interrupted, the container stopped, the venvs released and `policy` (a scripted policy
     server) stopped."""
-    c, venvs = runner(ws, private, env=env)
+    c, venvs = runner(ws, private, env=env, binds=binds)
     session = GymSession(c)
     try:
         yield session

@@ -215,7 +215,8 @@ def test_broken_reward_masks_instead_of_scoring_zero(engine):
     gen = engine.seed("broken", "broken-reward")
     try:
         res = engine.verify("broken", gen)
-        assert res.mask_sample is True and res.failure_kind == "reward_no_reward_line", res
+        assert res.mask_sample is True and res.failure_kind == "verifier_error", res  # Gym's name
+        assert res.code == "reward_no_reward_line" and res.failure_stage == "verification", res
         assert "status file missing" in res.reward_output_tail
     finally:
         engine.end("broken", gen)
@@ -229,9 +230,42 @@ def test_infra_failure_masks_the_sample(engine, docker_client):
         out = _exec(engine, "infra", gen, "echo hi")
         assert "infrastructure" in out
         res = engine.verify("infra", gen)
-        assert res.mask_sample is True and res.failure_kind == "infra", res
+        assert res.mask_sample is True and res.failure_kind == "session_lost", res  # its container is gone
+        assert res.code == "fork_lost" and res.failure_stage == "agent", res
     finally:
         engine.end("infra", gen)
+
+
+def test_fork_killed_while_reward_runs_masks_as_session_lost(engine, docker_client):
+    """A container killed under reward.py is a lost session (Gym's session_lost), not a reward
+    crash: the exec's exit 137 is not the reward's doing."""
+    gen = engine.seed("killv", "hello-file")
+    try:
+        _exec(engine, "killv", gen, "printf 'hello shinken' > hello.txt")  # solved: only the kill can fail it
+        fork = docker_client.containers.get(engine._sessions["killv"].fork.id)
+        slow = ("import sys; exec(\"if any(a.endswith('reward.py') for a in getattr(sys, 'orig_argv', ())):\\n"
+                " import time; time.sleep(30)\")\n")
+        r = fork.exec_run(["sh", "-c", 'printf %s "$1" > /usr/lib/python3/dist-packages/zz_slow.pth', "_", slow],
+                          user="root")
+        assert r.exit_code == 0, r.output
+
+        def kill_when_reward_runs() -> None:
+            for _ in range(300):
+                if any("reward.py" in " ".join(p) for p in fork.top(ps_args="-eo pid,args")["Processes"]):
+                    fork.kill()
+                    return
+                time.sleep(0.1)
+
+        killer = threading.Thread(target=kill_when_reward_runs)
+        killer.start()
+        res = engine.verify("killv", gen)
+        killer.join()
+        fork.reload()
+        assert fork.status != "running"  # the kill landed
+        assert (res.mask_sample, res.failure_kind, res.code, res.failure_stage) == \
+               (True, "session_lost", "fork_lost", "verification"), res
+    finally:
+        engine.end("killv")
 
 
 def test_idle_session_is_reaped_and_its_fork_removed(task_root, sandbox_image, docker_client):

@@ -326,7 +326,7 @@ def test_workspace_engine_scores_with_the_judge_from_its_config(docker_client, l
         try:
             gen = eng.seed("s2", "judge-plain")
             res = eng.verify("s2", gen)
-            assert res.mask_sample and res.failure_kind == "reward_judge_error", res
+            assert res.mask_sample and res.failure_kind == "judge_failed" and res.code == "reward_judge_error", res
         finally:
             eng.close()
             close_shared()

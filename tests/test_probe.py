@@ -195,6 +195,9 @@ import time
 
 from shinken.probes.final_receipt import decision_view
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from private_dockerd import PrivateDockerd, private_engine  # noqa: E402
+
 IMAGE = os.environ.get("SHINKEN_PROBE_TEST_IMAGE", "shinken/sandbox-linux:latest")
 # The demo spreadsheet task is a libreoffice_calc task: a self-run triage blocks it on an
 # image without LibreOffice. The demo set runs on the CUA image when this checkout can build it.
@@ -505,70 +508,10 @@ def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_cli
 # --- a second, private Docker engine that the test may restart ----------------------------------
 
 
-class PrivateDockerd:
-    """A dockerd of our own (own data root, exec root, socket, pidfile, no bridge, own
-    containerd namespace), so restarting it cannot touch the shared engine. It runs in its
-    own network namespace: a dockerd started with --bridge=none deletes the `docker0`
-    interface it finds, which would break the shared engine's default network."""
-
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self.sock = base / "d.sock"
-        self.host = f"unix://{self.sock}"
-        self.proc: subprocess.Popen | None = None
-        self.log = base / "dockerd.log"
-
-    def start(self) -> None:
-        cmd = ["unshare", "--net", "--", "dockerd", "--data-root", str(self.base / "data"), "--exec-root", str(self.base / "exec"),
-               "-H", self.host, "--pidfile", str(self.base / "d.pid"), "--bridge=none", "--iptables=false",
-               "--ip-masq=false", "--containerd-namespace", "shinken-h6-test",
-               "--containerd-plugins-namespace", "shinken-h6-test-plugins"]
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            if subprocess.run(["docker", "-H", self.host, "info"], capture_output=True).returncode == 0:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.3)
-        raise AssertionError(f"private dockerd did not start: {self.log.read_text()[-2000:]}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # our own pid, never a name match
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
-
-
 @pytest.fixture()
 def private_dockerd(sandbox_image: str):
-    base = Path(f"/tmp/shk-h6-{os.getpid()}-{int(time.time())}")  # short: unix socket paths are capped at 108 bytes
-    base.mkdir(parents=True)
-    bridge_before = Path("/sys/class/net/docker0").exists()
-    d = PrivateDockerd(base)
-    d.start()
-    try:
-        save = subprocess.Popen(["docker", "save", IMAGE], stdout=subprocess.PIPE)
-        load = subprocess.run(["docker", "-H", d.host, "load"], stdin=save.stdout, capture_output=True)
-        save.wait()
-        assert load.returncode == 0 and save.returncode == 0, load.stderr
+    with private_engine("h6", "shinken-h6-test", (IMAGE,)) as d:
         yield d
-    finally:
-        # Stop its containers first so the data root can be removed, then the daemon.
-        if d.proc is not None:
-            ids = subprocess.run(["docker", "-H", d.host, "ps", "-aq"], capture_output=True, text=True).stdout.split()
-            if ids:
-                subprocess.run(["docker", "-H", d.host, "rm", "-f", *ids], capture_output=True)
-        d.stop()
-        subprocess.run(["umount", "-R", str(base / "exec")], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    # The shared engine's default bridge must survive a private engine's start and stop.
-    assert Path("/sys/class/net/docker0").exists() == bridge_before
 
 
 @pytest.mark.docker

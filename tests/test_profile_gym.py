@@ -129,7 +129,7 @@ def test_run1_masked_rollout_makes_hello_file_insufficient(runs) -> None:
     _check(doc, exp)
     hello = _by_task(doc)["hello-file"]
     assert hello["band"] == "insufficient" and hello["scored"] == REPEATS - 1  # unmeasured, not "hard"
-    assert hello["excluded_by_kind"] == {"infra": 1}
+    assert hello["excluded_by_kind"] == {"session_lost": 1}  # Gym's name: the fork was killed
     in_band = sorted(t for t, e in exp.items() if e["band"] == "band")
     assert json.loads((out / "band.json").read_text()) == in_band
     control = json.loads((out / "control.json").read_text())

@@ -274,7 +274,8 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
             assert eng._goldens[CALC].golden.image_id == tampered.id  # the newest golden is taken
             assert eng.tool("tampered", gen, "computer_observe", {}).startswith("error:")
             res = eng.verify("tampered", gen)
-            assert res.mask_sample and res.failure_kind == "start_state"
+            assert res.mask_sample and res.failure_kind == "provider_unavailable" and res.code == "start_state"
+            assert res.failure_stage == "seed"
             assert "missing window 'expenses.xlsx - LibreOffice Calc'" in res.failure_reason
             eng.end("tampered")
     finally:

@@ -132,36 +132,38 @@ class ShinkenVerifyRequest(BaseVerifyRequest):
 class ShinkenVerifyResponse(BaseVerifyResponse):
     model_config = ConfigDict(extra="allow")
     reward_output_tail: str = ""
+    # Where a masked rollout failed (nemo_gym.failure_kinds.FailureStage): seed, agent or verification.
+    failure_stage: Optional[str] = None
 
 
 class Refused(Exception):
-    """An engine call refused: stale/unknown generation 409, bad task 422, infrastructure 503."""
+    """An engine call refused (shinken.computer.failures: one table from exception class to
+    status, error kind and Gym failure kind): stale session 409, bad task 422, infrastructure 503."""
 
-    def __init__(self, status: int, kind: str, detail: str) -> None:
+    def __init__(self, status: int, kind: str, detail: str, failure_kind: Optional[str] = None) -> None:
         super().__init__(f"{kind}: {detail}")
-        self.status, self.kind, self.detail = status, kind, detail
+        self.status, self.kind, self.detail, self.failure_kind = status, kind, detail, failure_kind
 
     def response(self) -> JSONResponse:
-        return _refused(self.status, self.kind, self.detail)
+        return _refused(self.status, self.kind, self.detail, self.failure_kind)
 
 
-def _refused(status: int, kind: str, detail: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": kind, "detail": detail})
+def _refused(status: int, kind: str, detail: str, failure_kind: Optional[str] = None) -> JSONResponse:
+    content = {"error": kind, "detail": detail}
+    if failure_kind:
+        content["failure_kind"] = failure_kind
+    return JSONResponse(status_code=status, content=content)
 
 
 async def _call(fn, *args):
-    """Run a blocking engine call off the event loop, its errors mapped to Refused."""
-    from shinken.errors import ShinkenError
-    from shinken.sandbox.api import InfraError, SessionError
+    """Run a blocking engine call off the event loop; whatever it raises is answered by the table."""
+    from shinken.computer.failures import answer_for
 
     try:
         return await asyncio.to_thread(fn, *args)
-    except SessionError as exc:
-        raise Refused(409, "stale_session", str(exc)) from None
-    except ShinkenError as exc:
-        raise Refused(422, "bad_task", str(exc)) from None
-    except InfraError as exc:
-        raise Refused(503, "infra_error", str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - every exception gets the table's answer, none a traceback
+        a = answer_for(exc)
+        raise Refused(a.status, a.error, str(exc) or type(exc).__name__, a.failure_kind) from None
 
 
 async def score(engine: Any, session: str, generation: str, body: ShinkenVerifyRequest) -> ShinkenVerifyResponse:
@@ -175,6 +177,7 @@ async def score(engine: Any, session: str, generation: str, body: ShinkenVerifyR
         mask_sample=result.mask_sample,
         failure_kind=result.failure_kind,
         failure_reason=result.failure_reason,
+        failure_stage=result.failure_stage,
         reward_output_tail=result.reward_output_tail,
     )
 
@@ -201,6 +204,11 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
                 atexit.register(self._engine.close)
             return self._engine
 
+    def _engine_call(self, method: str, *args: Any) -> Any:
+        # In the worker thread: making the engine (it connects to Docker) is answered by the
+        # same table as the call itself.
+        return getattr(self.engine(), method)(*args)
+
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
         from shinken.computer.tools import TOOL_SCHEMAS
@@ -219,7 +227,7 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
             except ValueError:
                 arguments = None
             try:
-                text = await _call(self.engine().tool, request.session[SESSION_ID_KEY], gen, name, arguments)
+                text = await _call(self._engine_call, "tool", request.session[SESSION_ID_KEY], gen, name, arguments)
             except Refused as r:
                 return r.response()
             return PlainTextResponse(text)
@@ -232,7 +240,7 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
         # Reseeding a live session needs that rollout's token (from this cookie); a stale
         # cookie is refused rather than allowed to replace a newer rollout.
         try:
-            gen = await _call(self.engine().seed, session, body.task_id, request.session.get(GENERATION_KEY),
+            gen = await _call(self._engine_call, "seed", session, body.task_id, request.session.get(GENERATION_KEY),
                               body.shinken_tier)
         except Refused as r:
             return r.response()
@@ -245,7 +253,8 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
         if not gen:
             return _refused(409, "no_session", "call /seed_session first")
         try:
-            return await score(self.engine(), request.session[SESSION_ID_KEY], gen, body)
+            engine = await _call(self.engine)
+            return await score(engine, request.session[SESSION_ID_KEY], gen, body)
         except Refused as r:
             return r.response()
 
@@ -257,7 +266,7 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
             body = {}
         session = request.session[SESSION_ID_KEY]
         try:
-            await _call(self.engine().end, session, None)
+            await _call(self._engine_call, "end", session, None)
         except Refused as r:
             return r.response()
         sid = body.get("resources_session_id") if isinstance(body, dict) else None

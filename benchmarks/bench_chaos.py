@@ -1,0 +1,107 @@
+"""The chaos matrix at bench size: rollouts of the demo workspace through the real NeMo Gym 0.7.0
+(`gym eval run`, the scripted policy as the model) with one fault kind per batch injected at
+seeded random points (tests/chaos.py), plus the resources server killed with SIGKILL and started
+again. Prints the matrix (docs/reliability.md) and the machine's load.
+
+    .venv/bin/python benchmarks/bench_chaos.py [--rollouts 12] [--faults 4] [--timeout-rollouts 3] [--seed 21]
+
+A row's invariants: rollouts scored 0 because of a fault = 0, containers and networks left = 0;
+the exit status is 1 when a row breaks one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+import chaos  # noqa: E402
+import gym_harness as gh  # noqa: E402
+import scripted_policy as sp  # noqa: E402
+
+TASK = "hello-file"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rollouts", type=int, default=12, help="rollouts per batch")
+    ap.add_argument("--faults", type=int, default=4, help="faulted rollouts per batch")
+    ap.add_argument("--timeout-rollouts", type=int, default=3, help="rollouts of the reward-timeout batch (1 faulted; "
+                    "each faulted one waits out the 120 s reward timeout)")
+    ap.add_argument("--engine-restarts", type=int, default=2, help="engine restarts in the engine_restart batch "
+                    "(its forks on a private engine; 0 skips the row)")
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--json", type=Path, help="also write the rows here")
+    ns = ap.parse_args()
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="shinken-bench-chaos-"))
+    try:
+        return run(ns, tmp, load0, t0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0: float) -> int:
+    ws = gh.make_demo_workspace(tmp)
+    task_row = next(json.loads(x) for x in (ws.server / "data" / "example.jsonl").read_text().splitlines()
+                    if x.strip() and json.loads(x)["task_id"] == TASK)
+    policy = sp.PolicyServer().start()
+    gh.point_at_policy(ws.path, policy.base_url)
+    rows: list[chaos.Row] = []
+    batches = [("kill_tool", ns.rollouts, ns.faults), ("kill_verify", ns.rollouts, ns.faults),
+               ("oom", ns.rollouts, ns.faults), ("timeout", ns.timeout_rollouts, 1)]
+    with gh.gym_session(ws.path, tmp / "venvs", policy) as session:
+        session.start(ws.command("gym env start "))
+        for fault, n, k in batches:
+            row = chaos.run_batch(session.container, ws.path, policy, task_row, fault, n, k, ns.seed)
+            rows.append(row)
+            print(f"{fault}: {row.to_json()}", file=sys.stderr)
+    rows.append(chaos.server_sigkill(ws, tmp / "sigkill", task_row, in_flight=max(2, ns.faults)))
+    if ns.engine_restarts:
+        rows.append(engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed))
+        print(f"engine_restart: {rows[-1].to_json()}", file=sys.stderr)
+    load1 = os.getloadavg()
+    print(chaos.markdown(rows))
+    print(f"\nload average (1/5/15 min) at start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, at end "
+          f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}; {os.cpu_count()} cores; {time.monotonic() - t0:.0f} s "
+          "in all (workspace made, Gym started)")
+    if ns.json:
+        ns.json.write_text(json.dumps([r.to_json() for r in rows], indent=1))
+    bad = [r.fault for r in rows if r.scored_zero_by_fault or r.left_after_gc or r.wrong_kind]
+    if bad:
+        print(f"rows breaking an invariant: {bad}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def engine_restart(ws: gh.GymWorkspace, tmp: Path, task_row: dict, rollouts: int, restarts: int,
+                   seed: int) -> chaos.Row:
+    """A Gym session whose resources server forks on a private engine (the linux task image
+    loaded into it; hello-file needs no desktop), restarted between two tool calls of a rollout."""
+    from private_dockerd import private_engine
+
+    image = gh.sandbox_image("linux")
+    with private_engine("i21r", "shinken-i21-restart", (image,)) as eng:
+        policy = sp.PolicyServer().start()
+        gh.point_at_policy(ws.path, policy.base_url)
+
+        def restart() -> None:
+            eng.stop()
+            eng.start()
+
+        with gh.gym_session(ws.path, tmp / "venvs-restart", policy, binds=[(eng.base, "/engine")],
+                            env={"DOCKER_HOST": "unix:///engine/d.sock", "SHINKEN_IMAGE": image}) as session:
+            session.start(ws.command("gym env start "))
+            return chaos.run_batch(session.container, ws.path, policy, task_row, "engine_restart", rollouts, restarts,
+                                   seed, engine=("-H", eng.host), restart=restart)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

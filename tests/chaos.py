@@ -1,0 +1,386 @@
+"""Fault injection for rollouts that run through the real NeMo Gym 0.7.0 (tests/test_chaos.py,
+benchmarks/bench_chaos.py), and the row each batch reports.
+
+A batch is `gym eval run --num-repeats N` over one demo row, with ChaosPolicy as the model: each
+rollout draws a plan when its conversation starts (`pass`, or one fault), from a list shuffled
+with a seed, so the faults land at random points of the batch. The first tool call of every
+rollout is `echo plan=<plan>; hostname`: the conversation carries its plan, and the hostname
+names the rollout's fork (a container's hostname is its short id). Faults, one kind per batch:
+
+- `kill_tool`: the fork is killed (`docker kill`) between two tool calls;
+- `kill_verify`: the task is solved, then a slow start is planted for reward.py and the fork is
+  killed while reward.py runs (seen in `docker top`);
+- `oom`: the task is solved, then reward.py is made to allocate 3 GiB (the fork's limit is 2 GiB);
+- `timeout`: the task is solved, then reward.py is made to sleep past its 120 s timeout;
+- `engine_restart`: the Docker engine the forks live on (a private one) is stopped and started
+  again between two tool calls; every container on it dies, other rollouts in flight included.
+
+The reward faults are planted as root in the fork (a `.pth` file Python runs at start, acting only
+when the process is reward.py), after the policy's last tool call: the injector stands in for a
+reward that misbehaves, not for the policy. Whether a rollout was faulted is read back from its own
+conversation, so the row's counts come from the rollout files Gym wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import scripted_policy as sp
+
+from shinken.failure_kinds import GYM_FAILURE_KINDS, is_gym_kind
+
+FAULTS = ("kill_tool", "kill_verify", "oom", "timeout", "engine_restart")
+_PLAN = re.compile(r"echo plan=(\w+); hostname")
+PTH = "/usr/lib/python3/dist-packages/zz_shinken_chaos.pth"
+_IF_REWARD = "if any(a.endswith('reward.py') for a in getattr(sys, 'orig_argv', ())):"
+PLANTS = {
+    "kill_verify": f"import sys; exec(\"{_IF_REWARD}\\n import time; time.sleep(8)\")\n",
+    "oom": f"import sys; exec(\"{_IF_REWARD}\\n sys.shinken_hog = b'x' * (3 << 30)\")\n",
+    "timeout": f"import sys; exec(\"{_IF_REWARD}\\n import time; time.sleep(100000)\")\n",
+}
+# What a masked rollout of each fault must say (Gym kind, shinken code at the head of failure_reason).
+EXPECTED = {
+    "kill_tool": ("session_lost", "fork_lost"),
+    "kill_verify": ("session_lost", "fork_lost"),
+    "oom": ("provider_oom_killed", "reward_resource_limit"),
+    "timeout": ("verifier_error", "reward_timeout"),
+    "engine_restart": ("session_lost", "fork_lost"),
+}
+
+
+def plans(fault: str, rollouts: int, faults: int, seed: int) -> list[str]:
+    """`faults` of the batch's rollouts get the fault, at seeded random positions."""
+    plan = [fault] * faults + ["pass"] * (rollouts - faults)
+    random.Random(f"{seed}:{fault}").shuffle(plan)
+    return plan
+
+
+def docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class Injection:
+    fault: str
+    container: str
+    ok: bool = False  # the fault landed as planned (kill_verify: the kill hit reward.py running)
+    detail: str = ""
+
+
+@dataclass
+class ChaosPolicy:
+    """A scripted policy (tests/scripted_policy.py decide function) that injects `plan[task]`."""
+
+    plan: dict[str, list[str]]
+    engine: tuple[str, ...] = ()  # ("-H", socket) when the forks live on another engine
+    restart: Callable[[], None] | None = None  # restarts that engine (engine_restart)
+    handed: Counter = field(default_factory=Counter)
+    injections: list[Injection] = field(default_factory=list)
+    _done: set[str] = field(default_factory=set)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _draw(self, task: str) -> str:
+        with self._lock:
+            i = self.handed[task]
+            if i >= len(self.plan[task]):
+                raise LookupError(f"{task}: more rollouts than planned ({len(self.plan[task])})")
+            self.handed[task] += 1
+            return self.plan[task][i]
+
+    def _fork(self, task: str, hostname: str) -> str:
+        r = docker(*self.engine, "inspect", "-f",
+                   '{{index .Config.Labels "shinken.kind"}} {{index .Config.Labels "shinken.task"}}', hostname)
+        # Only ever the fork of this rollout: a shinken fork of this task.
+        if r.stdout.split() != ["fork", task]:
+            raise LookupError(f"{hostname} is not a fork of {task}: {r.stdout.strip()} {r.stderr.strip()}")
+        return hostname
+
+    def _inject(self, fault: str, cid: str) -> None:
+        with self._lock:
+            if cid in self._done:
+                return
+            self._done.add(cid)
+        inj = Injection(fault, cid)
+        self.injections.append(inj)
+        if fault == "kill_tool":
+            r = docker(*self.engine, "kill", cid)
+            inj.ok, inj.detail = r.returncode == 0, r.stderr.strip()
+            return
+        if fault == "engine_restart":
+            assert self.restart is not None
+            t0 = time.monotonic()
+            self.restart()
+            inj.ok, inj.detail = True, f"engine restarted in {time.monotonic() - t0:.1f} s"
+            return
+        r = docker(*self.engine, "exec", "-u", "root", cid, "sh", "-c", f'printf %s "$1" > {PTH}', "_", PLANTS[fault])
+        if r.returncode != 0:
+            inj.detail = f"plant failed: {r.stderr.strip()}"
+            return
+        inj.ok = fault != "kill_verify"
+        if fault == "kill_verify":
+            t = threading.Thread(target=self._kill_in_reward, args=(inj, self.engine), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    @staticmethod
+    def _kill_in_reward(inj: Injection, engine: tuple[str, ...], wait_s: float = 120) -> None:
+        end = time.monotonic() + wait_s
+        while time.monotonic() < end:
+            top = docker(*engine, "top", inj.container, "-eo", "pid,args")
+            if top.returncode != 0:
+                inj.detail = f"fork gone before reward.py ran: {top.stderr.strip()}"
+                return
+            if "reward.py" in top.stdout:
+                r = docker(*engine, "kill", inj.container)
+                inj.ok, inj.detail = r.returncode == 0, "killed while reward.py ran"
+                return
+            time.sleep(0.2)
+        inj.detail = "reward.py never ran"
+
+    def wait(self, timeout: float = 180) -> None:
+        for t in self._threads:
+            t.join(timeout)
+
+    def __call__(self, input_items: list[dict[str, Any]]) -> tuple[str, sp.Call | None]:
+        task = sp.task_of(input_items)
+        history = sp.history(input_items)
+        if not history:
+            return task, ("computer_exec", {"command": f"echo plan={self._draw(task)}; hostname"})
+        plan, rest = plan_of(input_items), history[1:]
+        cid = self._fork(task, history[0][1].split()[-1]) if plan != "pass" else ""
+        if plan in ("kill_tool", "engine_restart"):
+            if not rest:
+                self._inject(plan, cid)
+                return task, ("computer_exec", {"command": "echo after the kill"})
+            return task, (("computer_done", {}) if len(rest) == 1 else None)
+        call = sp.SCRIPTS[task](rest)
+        if call is None and plan != "pass":
+            self._inject(plan, cid)  # the last tool call is done: the agent calls /verify next
+        return task, call
+
+
+def plan_of(items: list[dict[str, Any]]) -> str:
+    """The plan a rollout's conversation starts with."""
+    first = next(i for i in items if isinstance(i, dict) and i.get("type") == "function_call")
+    m = _PLAN.search(json.loads(first.get("arguments") or "{}").get("command", ""))
+    if m is None:
+        raise LookupError("the conversation does not start with a plan call")
+    return m.group(1)
+
+
+@dataclass
+class Row:
+    """One line of the chaos matrix (docs/reliability.md)."""
+
+    fault: str
+    rollouts: int = 0  # rollouts Gym recorded (scored, masked, or failed attempts)
+    faults_injected: int = 0
+    masked_gym_kind: int = 0  # masked with a failure_kind from Gym's vocabulary
+    failed_gym_class: int = 0  # attempts Gym recorded without a rollout (its own failure class)
+    scored: int = 0  # scored by the task's reward
+    scored_zero_by_fault: int = 0  # a faulted rollout scored as if the policy had failed: must be 0
+    left_after_gc: int = 0  # containers and networks left after the batch (and `shinken gc`): must be 0
+    kinds: dict[str, int] = field(default_factory=dict)
+    wrong_kind: list[str] = field(default_factory=list)  # masked faulted rollouts not named as EXPECTED
+    injections: list[str] = field(default_factory=list)  # how each injection went
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def read_batch(out: Path, fault: str, policy: ChaosPolicy) -> Row:
+    """The row of one batch, from the rollout files Gym wrote (`out` and its _failures sidecar)."""
+    row = Row(fault, faults_injected=sum(i.ok for i in policy.injections))
+    lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
+    side = out.with_name(out.stem + "_failures.jsonl")
+    failed = [json.loads(x) for x in side.read_text().splitlines() if x.strip()] if side.exists() else []
+    kinds: Counter = Counter()
+    for doc in lines:
+        row.rollouts += 1
+        faulted = plan_of(doc["response"]["output"]) != "pass"
+        if doc.get("mask_sample"):
+            kind = str(doc.get("failure_kind") or "")
+            kinds[kind] += 1
+            if is_gym_kind(kind):
+                row.masked_gym_kind += 1
+            want = EXPECTED.get(fault)
+            code = str(doc.get("failure_reason") or "").split(":", 1)[0]
+            if faulted and want is not None and (kind, code) != want:
+                row.wrong_kind.append(f"{kind} / {code}")
+        else:
+            row.scored += 1
+            # Any score of a faulted rollout is a fault scored as the policy's; so is less than full
+            # marks for a rollout that ran the task's solution (a fault hit it from beside: a restart).
+            if faulted or float(doc.get("reward") or 0.0) < 1.0:
+                row.scored_zero_by_fault += 1
+    for doc in failed:
+        row.rollouts += 1
+        cls = str(doc.get("_ng_failure_class") or "")
+        kinds[cls] += 1
+        if cls in GYM_FAILURE_KINDS:
+            row.failed_gym_class += 1
+    row.kinds = dict(kinds)
+    return row
+
+
+def leftovers(pids: set[int], engine: tuple[str, ...] = ()) -> int:
+    """Fork and pool containers, and shinken networks, owned by these (server) pids: what a
+    batch left behind (`engine`: ("-H", socket) for an engine other than the shared one)."""
+    import socket
+
+    host = socket.gethostname()
+
+    def owned(what: str, *filters: str) -> int:
+        out = docker(*engine, what, "ls", *(["-a"] if what == "container" else []), *filters, "--format",
+                     '{{.ID}} {{.Label "shinken.owner"}}').stdout.splitlines()
+        n = 0
+        for line in out:
+            parts = line.partition(" ")[2].rsplit("/", 2)
+            n += len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids
+        return n
+
+    return (owned("container", "--filter", "label=shinken.kind=fork") + owned("container", "--filter", "label=shinken.kind=pool")
+            + owned("network", "--filter", "label=shinken.managed=1"))
+
+
+def run_batch(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any], fault: str, rollouts: int,
+              faults: int, seed: int, concurrency: int = 2, engine: tuple[str, ...] = (),
+              restart: Callable[[], None] | None = None) -> Row:
+    """One batch through `gym eval run` in runner `c` (its servers started), `server` the policy
+    the workspace points at; the row read back from the rollout files."""
+    import gym_harness as gh
+
+    task = task_row["task_id"]
+    rel = f"results/chaos/{fault}-{rollouts}-{seed}"
+    (ws / rel).mkdir(parents=True, exist_ok=True)
+    for old in (ws / rel).glob("rollouts*"):
+        old.unlink()
+    (ws / rel / "inputs.jsonl").write_text(json.dumps(task_row) + "\n")
+    policy = ChaosPolicy({task: plans(fault, rollouts, faults, seed)}, engine=engine, restart=restart)
+    server.decide = policy
+    t0 = time.monotonic()
+    try:
+        r = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {rel}/inputs.jsonl --output "
+                   f"{rel}/rollouts.jsonl --num-repeats {rollouts} --concurrency {concurrency}", timeout=3600)
+    finally:
+        server.decide = sp.next_call
+        policy.wait()
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    assert not server.errors, server.errors
+    row = read_batch(ws / rel / "rollouts.jsonl", fault, policy)
+    row.seconds = round(time.monotonic() - t0, 1)
+    row.left_after_gc = leftovers(c.pids(), engine)
+    row.injections = [f"{i.ok}: {i.detail}" for i in policy.injections]
+    return row
+
+
+MARKDOWN_HEAD = ("| fault | rollouts | faults injected | masked (Gym kind) | failed attempts (Gym class) | scored by the "
+                 "task's reward | **scored 0 because of a fault** | containers + networks left after gc | kinds |\n"
+                 "|---|---|---|---|---|---|---|---|---|")
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = [MARKDOWN_HEAD]
+    for r in rows:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.kinds.items()))
+        lines.append(f"| {r.fault} | {r.rollouts} | {r.faults_injected} | {r.masked_gym_kind} | {r.failed_gym_class} | "
+                     f"{r.scored} | **{r.scored_zero_by_fault}** | {r.left_after_gc} | {kinds} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the resources server SIGKILLed
+
+
+def _server_pid(c: Any) -> int:
+    for pid in c.pids():
+        try:
+            if b"launch.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+    raise LookupError(f"no server process in {c.name}")
+
+
+def _empty_response() -> dict[str, Any]:
+    return {"id": "resp_chaos", "object": "response", "created_at": int(time.time()), "model": "scripted",
+            "output": [], "parallel_tool_calls": False, "tool_choice": "auto", "tools": []}
+
+
+def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int = 2) -> Row:
+    """The generated server (alone in a runner container) with `in_flight` hello-file rollouts one
+    tool call in is killed with SIGKILL and started again on the same port: the old cookies must
+    answer 409 stale_session (Gym's session_lost) on tools and on verify, never a score; a new
+    rollout scores; `shinken gc` (for the dead server's owner label) leaves none of its forks."""
+    import gym_harness as gh
+
+    port = gh.free_port()
+    t0 = time.monotonic()
+    row = Row("server_sigkill")
+    first = gh.resources_server(tmp / "s1", ws, port)
+    second = None
+    try:
+        live = []
+        for _ in range(in_flight):
+            seed = gh.post(port, "/seed_session", task_row)
+            assert seed.status == 200, seed.text
+            cookies = dict(seed.cookies)
+            r = gh.post(port, "/computer_exec", {"command": "hostname"}, cookies)
+            assert r.status == 200, r.text
+            cookies.update(r.cookies)
+            live.append((cookies, r.text.split()[-1]))
+        owner = docker("inspect", "-f", '{{index .Config.Labels "shinken.owner"}}', live[0][1]).stdout.strip()
+        assert owner, "the fork names its owner"
+        import os
+        import signal
+
+        os.kill(_server_pid(first), signal.SIGKILL)  # no cleanup at all
+        row.rollouts, row.faults_injected = len(live), 1
+        deadline = time.monotonic() + 60
+        while first.running() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        first.stop()
+        assert all(docker("inspect", cid).returncode == 0 for _, cid in live), "a SIGKILL cleans nothing up"
+        second = gh.resources_server(tmp / "s2", ws, port)  # started again: same port, same config
+        kinds: Counter = Counter()
+        for cookies, _ in live:
+            r = gh.post(port, "/computer_exec", {"command": "true"}, cookies)
+            assert r.status == 409 and r.json()["error"] == "stale_session", r.text
+            v = gh.post(port, "/verify", {**task_row, "response": _empty_response()}, cookies)
+            assert v.status == 409 and v.json()["error"] == "stale_session", v.text  # never a score
+            if "reward" in v.json():
+                row.scored_zero_by_fault += 1
+            kind = v.json().get("failure_kind", "")
+            kinds[f"{kind} (409 stale_session)"] += 1
+            row.masked_gym_kind += is_gym_kind(kind)
+        seed = gh.post(port, "/seed_session", task_row)  # the restarted server serves new rollouts
+        assert seed.status == 200, seed.text
+        cookies = dict(seed.cookies)
+        r = gh.post(port, "/computer_exec", {"command": "printf 'hello shinken' > /home/user/hello.txt"}, cookies)
+        assert r.status == 200, r.text
+        cookies.update(r.cookies)
+        v = gh.post(port, "/verify", {**task_row, "response": _empty_response()}, cookies)
+        assert v.status == 200 and v.json()["reward"] == 1.0 and v.json()["mask_sample"] is False, v.text
+        row.rollouts += 1
+        row.scored += 1
+        gc = gh.shinken("gc", "--force", "--label", f"shinken.owner={owner}", "--json")
+        assert gc.returncode == 0, gc.stdout + gc.stderr
+        row.left_after_gc = sum(docker("inspect", cid).returncode == 0 for _, cid in live)
+        row.kinds = dict(kinds)
+    finally:
+        if second is not None:
+            left = second.stop()
+            row.left_after_gc += len(left)  # the restarted server released its own forks
+        first.stop()
+    row.seconds = round(time.monotonic() - t0, 1)
+    return row
