@@ -22,6 +22,7 @@ SCHEMA_NAMES = (
     "hub_manifest",
     "hub_build", "hub_status",
     "hub_state", "mockweb_bundle",
+    "fleet_host", "fleet_status",
     "desktop_record",
 )
 

@@ -1,0 +1,238 @@
+"""A simulated fleet on this one machine, from the project's own parts (no registry outside):
+
+- a registry: Debian's `docker-registry` on a loopback port, its storage in the fleet's folder;
+- Docker engines: the machine's engine (host h0) and `extra` private `dockerd`s, each with its own
+  socket, data root, exec root and pid file (`--bridge none --iptables=false`: they touch no shared
+  network setup);
+- a Ray head (no Docker resource of its own) and one Ray worker node per engine, joined with the
+  real `shinken fleet join` (DOCKER_HOST = that engine), so each node's host agent owns that engine.
+
+Every process is started here in its own process group and stopped by its id."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+SHARED_ENGINE = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+# Small object stores: nothing big travels through Ray (bundles are a few kB).
+RAY_ARGS = "--object-store-memory=80000000"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with open(log, "ab") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def stop_group(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, wait_s: float = 30) -> None:
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class Engine:
+    name: str
+    host: str  # DOCKER_HOST value
+    proc: subprocess.Popen | None = None  # None: the machine's shared engine (never stopped here)
+    args: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+    def client(self):  # -> docker.DockerClient
+        import docker
+
+        return docker.DockerClient(base_url=self.host, timeout=60)
+
+    def wait_up(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                c = self.client()
+                c.ping()
+                c.close()
+                return
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    tail = self.log.read_text(errors="replace")[-1500:] if self.log else ""
+                    raise RuntimeError(f"dockerd {self.name} did not come up: {tail}") from None
+                time.sleep(0.3)
+
+    def kill(self) -> None:
+        """SIGKILL the engine (and the containerd it started): the host's Docker dies mid-work."""
+        assert self.proc is not None, "the shared engine is never killed"
+        stop_group(self.proc, signal.SIGKILL, wait_s=10)
+
+    def restart(self) -> None:
+        assert self.log is not None
+        self.proc = _start(self.args, self.log)
+        self.wait_up()
+
+
+class SimFleet:
+    def __init__(self, extra: int = 2, slots: int = 2) -> None:
+        # Short: unix socket paths must stay under 108 bytes.
+        self.base = Path(tempfile.mkdtemp(prefix="shkf-", dir="/tmp"))
+        self.state = self.base / "state"
+        self.env = {"RAY_AUTH_MODE": "disabled", "SHINKEN_FLEET_STATE": str(self.state)}
+        self.slots = slots
+        self.engines = [Engine("h0", SHARED_ENGINE)]
+        self.registry_proc: subprocess.Popen | None = None
+        self.head: subprocess.Popen | None = None
+        self.registry = ""
+        self.address = ""
+        self._extra = extra
+
+    # ------------------------------------------------------------------ parts
+
+    def start_registry(self) -> str:
+        port = free_port()
+        cfg = self.base / "registry.yml"
+        cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {self.base / 'registry'}\n"
+                       f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+        self.registry_proc = _start(["docker-registry", "serve", str(cfg)], self.base / "registry.log")
+        self.registry = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        import urllib.request
+
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{self.registry}/v2/", timeout=2).read()
+                return self.registry
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    raise RuntimeError((self.base / "registry.log").read_text()[-1000:]) from None
+                time.sleep(0.2)
+
+    def start_engine(self, i: int) -> Engine:
+        d = self.base / f"d{i}"
+        d.mkdir()
+        sock = f"unix://{d}/docker.sock"
+        args = ["dockerd", "--host", sock, "--data-root", str(d / "data"), "--exec-root", str(d / "exec"),
+                "--pidfile", str(d / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false",
+                "--storage-driver", "overlay2"]
+        eng = Engine(f"h{i}", sock, args=args, log=d / "dockerd.log")
+        eng.proc = _start(args, eng.log)
+        eng.wait_up()
+        self.engines.append(eng)
+        return eng
+
+    def start_head(self) -> str:
+        port = free_port()
+        self.head = _start([str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}",
+                            "--node-ip-address=127.0.0.1", "--num-cpus=0", "--disable-usage-stats",
+                            "--include-dashboard=false", *RAY_ARGS.split()], self.base / "head.log", self.env)
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def shinken(self, *args: str, docker_host: str | None = None, timeout: float = 300,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        e = {**os.environ, **self.env, **(env or {})}
+        if docker_host:
+            e["DOCKER_HOST"] = docker_host
+        return subprocess.run([str(VENV_BIN / "shinken"), *args], capture_output=True, text=True, env=e,
+                              timeout=timeout)
+
+    def join(self, eng: Engine, image: str, slots: int | None = None) -> dict:
+        r = self.shinken("fleet", "join", "--address", self.address, "--name", eng.name, "--slots",
+                         str(slots or self.slots), "--registry", self.registry, "--image", image, "--num-cpus", "2",
+                         "--json", docker_host=eng.host,
+                         env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
+        if r.returncode != 0:
+            raise RuntimeError(f"join {eng.name}: exit {r.returncode}: {r.stderr[-2000:]}")
+        return json.loads(r.stdout)
+
+    def leave(self, name: str) -> subprocess.CompletedProcess:
+        return self.shinken("fleet", "leave", "--address", self.address, "--name", name)
+
+    def node_pid(self, name: str) -> int:
+        return int(json.loads((self.state / f"{name}.json").read_text())["pid"])
+
+    def kill_node(self, name: str) -> None:
+        """SIGKILL the host's Ray node (raylet, its workers, the agent): the node dies mid-work."""
+        pid = self.node_pid(name)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        (self.state / f"{name}.json").unlink(missing_ok=True)
+
+    def engine(self, name: str) -> Engine:
+        return next(e for e in self.engines if e.name == name)
+
+    # ------------------------------------------------------------------ whole
+
+    def start(self, image: str) -> "SimFleet":
+        self.start_registry()
+        for i in range(1, self._extra + 1):
+            self.start_engine(i)
+        self.start_head()
+        r = self.shinken("image", "push", image, "--registry", self.registry)
+        if r.returncode != 0:
+            raise RuntimeError(f"push: {r.stderr[-2000:]}")
+        return self
+
+    def stop(self) -> None:
+        # Each joined host leaves properly first: its agent releases its forks and goldens.
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                self.leave(doc.stem)
+            except Exception:  # noqa: BLE001 - then it is stopped by force below
+                pass
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                os.killpg(int(json.loads(doc.read_text())["pid"]), signal.SIGTERM)
+            except (ProcessLookupError, ValueError, KeyError):
+                pass
+        time.sleep(1)
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                os.killpg(int(json.loads(doc.read_text())["pid"]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError, KeyError):
+                pass
+        stop_group(self.head)
+        for eng in self.engines:
+            if eng.proc is not None:
+                try:  # our engines' containers go with them; the data roots are removed below
+                    c = eng.client()
+                    for box in c.containers.list(all=True):
+                        box.remove(force=True)
+                    c.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                stop_group(eng.proc)
+        stop_group(self.registry_proc)
+        subprocess.run(["umount", "-R", "-l", *[str(p) for p in self.base.glob("d*/exec")]],
+                       capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
