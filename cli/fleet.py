@@ -21,6 +21,8 @@ JOIN_EXAMPLES = [
     "DOCKER_HOST=unix:///run/d2.sock shinken fleet join --address 127.0.0.1:6379 --name h2 --slots 2 --json",
 ]
 STATUS_EXAMPLES = ["shinken fleet status --address 10.0.0.1:6379", "shinken fleet status --address 10.0.0.1:6379 --json"]
+GC_EXAMPLES = ["shinken fleet gc --address 10.0.0.1:6379    # on every host: what dead runs left (forks, pools, hubs, networks)",
+               "shinken fleet gc --address 10.0.0.1:6379 --include-goldens --json"]
 LEAVE_EXAMPLES = ["shinken fleet leave --address 10.0.0.1:6379    # releases this host's rollouts and goldens, stops its node"]
 
 
@@ -82,6 +84,42 @@ def status(address: AddressOpt, json_out: JsonFlag = False) -> None:
     output.result(doc, render)
 
 
+def gc(
+    address: AddressOpt,
+    include_goldens: Annotated[bool, typer.Option("--include-goldens", help="Also golden images no live engine holds.")] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Reclaim on every fleet host what dead owners left there (each host's agent runs shinken's gc on its own engine)."""
+    from shinken.errors import WorkFailed
+    from shinken.fleet import cluster, membership
+    from shinken.schemas import check_own
+
+    output = Output(json_out)
+    ray = cluster.connect(membership.check_address(address))
+    rows: list[dict[str, Any]] = []
+    for h in cluster.hosts(ray):
+        agent = cluster.find_agent(ray, h.name)
+        if agent is None:
+            rows.append({"host": h.name, "reclaimed": [], "failed": ["no agent: join the host with `shinken fleet join`"]})
+            continue
+        try:
+            rows.append(ray.get(agent.gc.remote(include_goldens), timeout=600))
+        except Exception as exc:  # noqa: BLE001 - a host that died meanwhile is reported, the rest still run
+            rows.append({"host": h.name, "reclaimed": [], "failed": [f"agent not answering ({type(exc).__name__})"]})
+
+    def render() -> None:
+        table = Table("host", "reclaimed", "failed")
+        for r in rows:
+            table.add_row(r["host"], str(len(r["reclaimed"])), "; ".join(r["failed"])[:200] or "-")
+        output.table(table)
+
+    doc = {"schema": "shinken.fleet_gc/1", "address": address, "hosts": rows}
+    check_own("fleet_gc", doc, "fleet gc")
+    output.result(doc, render)
+    if any(r["failed"] for r in rows):
+        raise WorkFailed(f"gc failed on {sum(1 for r in rows if r['failed'])} host(s); see the table")
+
+
 def leave(address: AddressOpt, name: NameOpt = None, json_out: JsonFlag = False) -> None:
     """Leave the fleet: this host's agent releases its rollouts and goldens, then its Ray node stops."""
     from shinken.fleet.membership import leave as do_leave
@@ -93,4 +131,5 @@ def leave(address: AddressOpt, name: NameOpt = None, json_out: JsonFlag = False)
 
 add_command(app, "join", join, JOIN_EXAMPLES)
 add_command(app, "status", status, STATUS_EXAMPLES)
+add_command(app, "gc", gc, GC_EXAMPLES)
 add_command(app, "leave", leave, LEAVE_EXAMPLES)

@@ -97,7 +97,7 @@ class HostAgent:
         folder = self.tasks_dir / name
         return folder.is_dir() and load_bundle(folder).bundle_hash == bundle_hash
 
-    def add_task(self, payload: dict[str, Any]) -> None:
+    def add_task(self, payload: dict[str, Any]) -> dict[str, Any]:
         """Write a bundle sent by the router (probes.executors' payload) under this agent's task root."""
         dest = self.tasks_dir / payload["name"]
         tmp = self.tasks_dir / f".{payload['name']}.{secrets.token_hex(4)}"
@@ -110,6 +110,7 @@ class HostAgent:
                 shutil.rmtree(dest)
             tmp.rename(dest)
         self.engine.add_task_folder(dest)
+        return {"ok": True}
 
     # ------------------------------------------------------------------ the session API
 

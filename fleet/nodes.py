@@ -38,9 +38,14 @@ def docker_nodes(ray: Any) -> tuple[list[dict[str, Any]], bool]:
     return sorted(nodes, key=lambda n: (host_name(n), n.get("NodeManagerAddress", ""), n.get("NodeID", ""))), bool(tagged)
 
 
-def shard(task_id: str, n: int) -> int:
-    """A task's home among n hosts: a stable hash of its id."""
-    return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") % n
+def home_index(task_id: str, hosts: list[str]) -> int:
+    """A task's home among the named hosts: rendezvous hashing (the host whose sha256 of
+    task id + host name is highest). A host leaving moves only its own tasks, a host coming back
+    takes exactly those back, so the other hosts' goldens stay where they were built."""
+    if not hosts:
+        raise ValueError("no hosts")
+    scores = [hashlib.sha256(f"{task_id}\0{h}".encode()).digest()[:8] for h in hosts]
+    return max(range(len(hosts)), key=lambda i: (scores[i], hosts[i]))
 
 
 def bundle_payload(bundle: "Bundle") -> dict[str, Any]:

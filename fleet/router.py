@@ -1,7 +1,7 @@
 """FleetEngine: ComputerEngine's session API (seed / tool / verify / end) over the fleet's host agents.
 
-Placement: a task's home host is fleet.nodes.shard of its id over the fleet's hosts (the probe's
-Ray executor uses the same), so its golden is usually there already; a home host with no free slot
+Placement: a task's home host is fleet.nodes.home_index of its id over the fleet's host names
+(rendezvous hashing; the probe's Ray executor uses the same), so its golden is usually there already; a home host with no free slot
 spills the seed to the host with the most free slots, which builds the golden from the bundle
 (sent along when the host lacks it). A seed that finds no free slot within `seed_timeout_s` is an
 InfraError (the server answers HTTP 503, masked), never a task failure and never an unbounded queue.
@@ -26,7 +26,7 @@ from shinken.bundles.model import Bundle
 from shinken.computer.engine import VerifyResult
 from shinken.errors import ShinkenError
 from shinken.fleet import cluster
-from shinken.fleet.nodes import bundle_payload, shard
+from shinken.fleet.nodes import bundle_payload, home_index
 from shinken.sandbox.api import InfraError, SessionError
 
 log = logging.getLogger("shinken.fleet")
@@ -142,14 +142,14 @@ class FleetEngine:
               and info[h.name].get("docker_ok") and h.name not in down]
         if not found:
             return []
-        home = found[shard(task_id, len(found))].name
+        home = found[home_index(task_id, [h.name for h in found])].name
         free = {n: int(info[n].get("free", 0)) for n in ok}
         rest = sorted((n for n in ok if n != home and free[n] > 0), key=lambda n: (-free[n], n))
         return ([home] if home in free and free[home] > 0 else []) + rest
 
     def home(self, task_id: str) -> str | None:
         found, _ = self.view()
-        return found[shard(task_id, len(found))].name if found else None
+        return found[home_index(task_id, [h.name for h in found])].name if found else None
 
     def seed(self, session: str, task_id: str, generation: str | None = None, tier: Any = None) -> str:
         bundle = self.bundle(task_id)

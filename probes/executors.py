@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
-from shinken.fleet.nodes import DOCKER_RESOURCE, bundle_payload, docker_nodes, shard
+from shinken.fleet.nodes import DOCKER_RESOURCE, bundle_payload, docker_nodes, home_index, host_name
 from shinken.runtime import make_temp_dir, unregister_temp_dir
 from shinken.sandbox.ownership import LABEL_RUN, LABEL_TASK
 from shinken.probes.rollouts import Rollout
@@ -119,8 +119,9 @@ _docker_nodes = docker_nodes  # the fleet's hosts, in the fleet's order (shinken
 
 
 class RayExecutor:
-    """Each task's probe is a Ray task pinned (hard node affinity) to one Docker node,
-    chosen by a stable hash of the task id, so goldens stay where they were built."""
+    """Each task's probe is a Ray task pinned (hard node affinity) to one Docker node, its home
+    (shinken.fleet.nodes.home_index over the host names, as the fleet's router places rollouts),
+    so goldens stay where they were built and where the server will look for them."""
 
     name = "ray"
 
@@ -157,6 +158,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes, tagged = _docker_nodes(ray)
+        names = [host_name(n) for n in nodes]
         if not nodes:
             raise EnvironmentProblem("the Ray cluster has no alive node")
         # On tagged nodes one unit of the resource per probe also caps each node's load at
@@ -167,7 +169,7 @@ class RayExecutor:
         running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, ray-level attempts)
 
         def submit(job: Job, attempt: int) -> None:
-            node = nodes[shard(job.bundle.id, len(nodes))]
+            node = nodes[home_index(job.bundle.id, names)]
             ref = remote.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
             ).remote(_bundle_payload(job.bundle), cfg, job.rollouts)

@@ -235,4 +235,8 @@ class SimFleet:
         stop_group(self.registry_proc)
         subprocess.run(["umount", "-R", "-l", *[str(p) for p in self.base.glob("d*/exec")]],
                        capture_output=True)
-        shutil.rmtree(self.base, ignore_errors=True)
+        for _ in range(5):  # a just-stopped dockerd may still be letting go of its mounts
+            shutil.rmtree(self.base, ignore_errors=True)
+            if not self.base.exists():
+                break
+            time.sleep(2)
