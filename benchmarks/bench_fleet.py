@@ -33,16 +33,16 @@ from benchmarks.timing import pct  # noqa: E402
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 
 
+def make_task(root: Path, tid: str) -> str:
+    shutil.copytree(DEMO / "hello-file", root / tid)
+    cfg = json.loads((root / tid / "config.json").read_text())
+    cfg["id"] = tid
+    (root / tid / "config.json").write_text(json.dumps(cfg))
+    return tid
+
+
 def make_tasks(root: Path, n: int, salt: str) -> list[str]:
-    ids = []
-    for i in range(n):
-        tid = f"bench-fleet-{salt}-{i}"
-        shutil.copytree(DEMO / "hello-file", root / tid)
-        cfg = json.loads((root / tid / "config.json").read_text())
-        cfg["id"] = tid
-        (root / tid / "config.json").write_text(json.dumps(cfg))
-        ids.append(tid)
-    return ids
+    return [make_task(root, f"bench-fleet-{salt}-{i}") for i in range(n)]
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -70,13 +70,27 @@ def router_overhead(sim: SimFleet, root: Path, tid: str, image: str, calls: int)
                 t0 = time.perf_counter()
                 eng.tool(s, g, "computer_exec", {"command": "true"})
                 out.append(time.perf_counter() - t0)
+        mem = fork_memory(sim, tid)
         local.end("bench-local", gl)
         fleet.end("bench-fleet", gf)
     finally:
         local.close()
     return {"calls": calls, "local_p50_ms": pct(tl, 0.5) * 1e3, "fleet_p50_ms": pct(tf, 0.5) * 1e3,
             "added_p50_ms": (pct(tf, 0.5) - pct(tl, 0.5)) * 1e3, "local_p99_ms": pct(tl, 0.99) * 1e3,
-            "fleet_p99_ms": pct(tf, 0.99) * 1e3}
+            "fleet_p99_ms": pct(tf, 0.99) * 1e3, "fork_memory_mib": mem}
+
+
+def fork_memory(sim: SimFleet, tid: str) -> list[float]:
+    """Memory (cgroup usage, MiB) of the task's live forks on h0: what one idle computer holds."""
+    c = sim.engines[0].client()
+    try:
+        out = []
+        for box in c.containers.list(filters={"label": [f"shinken.task={tid}", "shinken.kind=fork"]}):
+            st = box.stats(stream=False)
+            out.append(round(st.get("memory_stats", {}).get("usage", 0) / 2**20, 1))
+        return out
+    finally:
+        c.close()
 
 
 def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: int, per_host: int, seeds: int) -> dict:
@@ -84,6 +98,9 @@ def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: in
     from shinken.fleet.router import FleetEngine
 
     fleet = FleetEngine(sim.address, root, image, seed_timeout_s=120)
+    for i, tid in enumerate(tasks):  # warm goldens on the tasks' homes first: the rate is of forks
+        g = fleet.seed(f"bench-warm-{i}", tid)
+        fleet.end(f"bench-warm-{i}", g)
     lat: list[float] = []
     where: dict[str, int] = {}
     lock = threading.Lock()
@@ -119,20 +136,32 @@ def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: in
             "p99_s": round(pct(lat, 0.99), 2), "placed": where, "private_dockerd_cpu_s": cpu}
 
 
-def golden_copy_vs_rebuild(sim: SimFleet, root: Path, tid: str, image: str) -> dict:
-    """A warm golden on a new host: rebuilt from the bundle there (what the agent does) vs the
-    golden image copied from a host that has it (docker save | docker load)."""
+def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> dict:
+    """A warm golden on a host that lacks it: rebuilt there from the bundle (what the agent does:
+    a task's first seed minus a warm seed) vs the golden image copied from a host that has it
+    (docker save | docker load, what a copy scheme would do)."""
+    from shinken.fleet.nodes import home_index
     from shinken.fleet.router import FleetEngine
 
+    names = ["h0", "h1", "h2"]
+    i = 0
+    while names[home_index(f"bench-golden-{salt}-{i}", names)] != "h1":
+        i += 1
+    tid = make_task(root, f"bench-golden-{salt}-{i}")
     fleet = FleetEngine(sim.address, root, image)
-    g = fleet.seed("bench-g0", tid)
-    fleet.end("bench-g0", g)
-    src_host = g.split("~")[0]
-    src = sim.engine(src_host)
+    times = []
+    for k in range(2):
+        t0 = time.perf_counter()
+        g = fleet.seed(f"bench-g{k}", tid)
+        times.append(time.perf_counter() - t0)
+        fleet.end(f"bench-g{k}", g)
+        assert g.startswith("h1~"), g
+    src, dst = sim.engine("h1"), sim.engine("h2")
     c = src.client()
-    tag = next(t for i in c.images.list(name="shinken-golden/*") for t in i.tags if tid in t)
+    tag = next(t for img in c.images.list(filters={"label": [f"shinken.task={tid}", "shinken.kind=golden"]})
+               for t in img.tags)
+    size = c.images.get(tag).attrs["Size"]
     c.close()
-    dst = next(e for e in sim.engines if e.name != src_host and e.proc is not None)
     t0 = time.perf_counter()
     save = subprocess.Popen(["docker", "-H", src.host, "save", tag], stdout=subprocess.PIPE)
     subprocess.run(["docker", "-H", dst.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
@@ -141,16 +170,16 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, tid: str, image: str) -> d
     dc = dst.client()
     dc.images.remove(tag)
     dc.close()
-    # Rebuild: the same task's first seed on dst. Fill the home's slots so it spills there? Simpler:
-    # time the agent's golden build through a seed routed by a fresh task homed on dst.
-    return {"golden": tag, "copy_s": round(copy_s, 2), "from": src_host, "to": dst.name}
+    return {"task": tid, "cold_seed_s": round(times[0], 2), "warm_seed_s": round(times[1], 2),
+            "rebuild_s": round(times[0] - times[1], 2), "copy_s": round(copy_s, 2),
+            "golden_image_mib": round(size / 2**20, 1)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--image", default="shinken/sandbox-linux:latest")
     ap.add_argument("--calls", type=int, default=40)
-    ap.add_argument("--seeds", type=int, default=12, help="seeds per host in the rate runs")
+    ap.add_argument("--seeds", type=int, default=8, help="seeds per host in the rate runs")
     ap.add_argument("--per-host", type=int, default=2)
     args = ap.parse_args()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -180,7 +209,7 @@ def main() -> None:
                                                     "pull_s": doc["pulled_s"]}
             rates.append(seed_rate(sim, root, tasks, args.image, n, args.per_host, args.seeds))
         out["rates"] = rates
-        out["golden"] = golden_copy_vs_rebuild(sim, root, tasks[0], args.image)
+        out["golden"] = golden_copy_vs_rebuild(sim, root, args.image, salt)
         out["load_at_end"] = os.getloadavg()
     finally:
         sim.stop()

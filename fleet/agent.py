@@ -72,13 +72,15 @@ class HostAgent:
 
     def info(self) -> dict[str, Any]:
         """What `fleet status` and the router read: slots, sessions, goldens, load, engine health."""
-        docker_ok, image_id, detail = True, None, ""
-        try:
-            provider: Any = self.engine.provider  # a DockerProvider: the agent made the engine
-            provider.client.ping()
-            image_id = provider.resolve_image(self.engine.image)
-        except Exception as exc:  # noqa: BLE001 - any failure means the engine is not usable now
-            docker_ok, detail = False, f"{type(exc).__name__}: {exc}"[:300]
+        image_id = None
+        detail = self._engine_down() or ""
+        if not detail:
+            try:
+                provider: Any = self.engine.provider  # a DockerProvider: the agent made the engine
+                image_id = provider.resolve_image(self.engine.image)
+            except Exception as exc:  # noqa: BLE001 - any failure means the engine is not usable now
+                detail = f"{type(exc).__name__}: {exc}"[:300]
+        docker_ok = not detail
         with self._lock:
             used = self._used()
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
@@ -138,10 +140,22 @@ class HostAgent:
             return _error("infra", f"host {self.host}: {exc}")
         except ShinkenError as exc:
             return _error("task", str(exc))
+        except Exception as exc:  # noqa: BLE001 - the Docker client's own errors when the engine died
+            self.stats["infra_errors"] += 1
+            return _error("infra", f"host {self.host}: {type(exc).__name__}: {exc}"[:400])
         finally:
             with self._lock:
                 if not holds:
                     self._placing -= 1
+
+    def _engine_down(self) -> str | None:
+        """Why this host's Docker engine does not answer now, or None."""
+        try:
+            provider: Any = self.engine.provider
+            provider.client.ping()
+            return None
+        except Exception as exc:  # noqa: BLE001 - any failure: the engine is not usable
+            return f"{type(exc).__name__}: {exc}"[:300]
 
     def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -150,22 +164,35 @@ class HostAgent:
             return _error("session", str(exc))
         except ShinkenError as exc:
             return _error("task", str(exc))
+        except Exception as exc:  # noqa: BLE001 - the Docker client's own errors when the engine died
+            self.stats["infra_errors"] += 1
+            return {"output": "error: the computer failed (infrastructure); this rollout will not be scored",
+                    "infra": f"{type(exc).__name__}: {exc}"[:300]}
 
     def verify(self, session: str, generation: str) -> dict[str, Any]:
         try:
-            return self.engine.verify(session, generation).to_json()
+            result = self.engine.verify(session, generation).to_json()
         except SessionError as exc:
             return _error("session", str(exc))
         except ShinkenError as exc:
             return _error("task", str(exc))
+        if result["mask_sample"] and result["failure_kind"] != "infra":
+            down = self._engine_down()  # a reward run that failed because the engine died is infrastructure
+            if down is not None:
+                self.stats["infra_errors"] += 1
+                result.update(failure_kind="infra", failure_reason=f"host {self.host}: Docker engine down ({down}); "
+                                                                    f"was: {result['failure_reason']}")
+        return result
 
     def end(self, session: str, generation: str | None = None) -> dict[str, Any]:
         try:
             self.engine.end(session, generation)
         except SessionError as exc:
             return _error("session", str(exc))
-        except InfraError as exc:
-            return _error("infra", str(exc))
+        except Exception as exc:  # noqa: BLE001 - InfraError or the Docker client's own errors
+            with self._lock:
+                self._live.discard(session)
+            return _error("infra", f"{type(exc).__name__}: {exc}"[:400])
         with self._lock:
             self._live.discard(session)
         return {"ok": True}

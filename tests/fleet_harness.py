@@ -101,9 +101,25 @@ class Engine:
 
 
 class SimFleet:
-    def __init__(self, extra: int = 2, slots: int = 2) -> None:
+    def __init__(self, extra: int = 2, slots: int = 2, cache: Path | None = None) -> None:
         # Short: unix socket paths must stay under 108 bytes.
         self.base = Path(tempfile.mkdtemp(prefix="shkf-", dir="/tmp"))
+        # The registry's storage and the private engines' data roots may persist between runs
+        # (`cache`): a second run finds the task image's layers already there (CI reuses the
+        # machine), instead of compressing and unpacking ~1 GB again. Containers never persist.
+        self.cache = cache
+        self._lock_fd: int | None = None
+        if cache is not None:  # one fleet at a time on a cache: two dockerds must not share a data root
+            import fcntl
+
+            cache.mkdir(parents=True, exist_ok=True)
+            fd = os.open(cache / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+            except OSError:
+                os.close(fd)
+                self.cache = None
         self.state = self.base / "state"
         self.env = {"RAY_AUTH_MODE": "disabled", "SHINKEN_FLEET_STATE": str(self.state)}
         self.slots = slots
@@ -119,7 +135,7 @@ class SimFleet:
     def start_registry(self) -> str:
         port = free_port()
         cfg = self.base / "registry.yml"
-        cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {self.base / 'registry'}\n"
+        cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {(self.cache or self.base) / 'registry'}\n"
                        f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
         self.registry_proc = _start(["docker-registry", "serve", str(cfg)], self.base / "registry.log")
         self.registry = f"127.0.0.1:{port}"
@@ -139,7 +155,10 @@ class SimFleet:
         d = self.base / f"d{i}"
         d.mkdir()
         sock = f"unix://{d}/docker.sock"
-        args = ["dockerd", "--host", sock, "--data-root", str(d / "data"), "--exec-root", str(d / "exec"),
+        data = (self.cache / f"d{i}-data") if self.cache else d / "data"
+        # Its own network namespace: a dockerd with --bridge none deletes the docker0 it finds in
+        # its namespace, which is the shared engine's default bridge (added by the lead).
+        args = ["unshare", "--net", "--", "dockerd", "--host", sock, "--data-root", str(data), "--exec-root", str(d / "exec"),
                 "--pidfile", str(d / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false",
                 "--storage-driver", "overlay2"]
         eng = Engine(f"h{i}", sock, args=args, log=d / "dockerd.log")
@@ -203,7 +222,32 @@ class SimFleet:
             raise RuntimeError(f"push: {r.stderr[-2000:]}")
         return self
 
+    def _kill_leftover_shims(self) -> None:
+        """containerd shims of our engines outlive a SIGKILLed dockerd (they run in their own
+        session): found by their socket path under our folder, killed by pid."""
+        mark = str(self.base).encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"containerd-shim" in cmd and mark in cmd:
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.5)
+
     def stop(self) -> None:
+        try:  # this process's own Ray connection first: a driver whose head goes away is terminated by Ray
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except ImportError:
+            pass
         # Each joined host leaves properly first: its agent releases its forks and goldens.
         for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
             try:
@@ -224,17 +268,22 @@ class SimFleet:
         stop_group(self.head)
         for eng in self.engines:
             if eng.proc is not None:
-                try:  # our engines' containers go with them; the data roots are removed below
+                try:  # our engines' containers and goldens go with them (a cached data root keeps the task image)
                     c = eng.client()
                     for box in c.containers.list(all=True):
                         box.remove(force=True)
+                    for img in c.images.list(filters={"label": "shinken.kind=golden"}):
+                        c.images.remove(img.id, force=True)
                     c.close()
                 except Exception:  # noqa: BLE001
                     pass
                 stop_group(eng.proc)
         stop_group(self.registry_proc)
+        self._kill_leftover_shims()
         subprocess.run(["umount", "-R", "-l", *[str(p) for p in self.base.glob("d*/exec")]],
                        capture_output=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
         for _ in range(5):  # a just-stopped dockerd may still be letting go of its mounts
             shutil.rmtree(self.base, ignore_errors=True)
             if not self.base.exists():

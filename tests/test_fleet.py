@@ -46,7 +46,9 @@ def _task(root: Path, tid: str) -> None:
 
 @pytest.fixture(scope="module")
 def fleet(linux_image):
-    sim = SimFleet(extra=2, slots=2)
+    from shinken.runtime import cache_root
+
+    sim = SimFleet(extra=2, slots=2, cache=cache_root() / "fleet-test")
     try:
         sim.start(linux_image)
         yield sim
