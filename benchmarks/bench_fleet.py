@@ -5,8 +5,8 @@ Docker engine plus private dockerds, a Ray head, a loopback registry), shinken/s
   (calls interleaved, so load changes hit both alike);
 - seeds per hour and seed p50/p99 with 1, 2 and 3 hosts at a fixed concurrency per host, with each
   host's agent CPU time and its dockerd's CPU time (from /proc), since all hosts share the cores;
-- image distribution: registry push, pull into a new host's engine, and a warm golden on it by
-  rebuilding from the bundle vs copying the golden image (docker save | docker load).
+- image distribution: registry push, save | load into a new host's engine, and a warm golden on it
+  by rebuilding from the bundle vs copying the golden image (docker save | docker load).
 
     .venv/bin/python benchmarks/bench_fleet.py [--calls 40] [--seeds 12] [--hosts 3]
 """
@@ -197,6 +197,12 @@ def main() -> None:
         r = sim.shinken("image", "push", args.image, "--registry", sim.registry, "--json")
         assert r.returncode == 0, r.stderr
         out["push_s"] = round(time.perf_counter() - t0, 1)
+        # Onto the private engines by save | load (pulls from a private dockerd with --bridge none
+        # fail at random here: tests/fleet_harness.py SimFleet.preload); join then checks the id.
+        for eng in sim.engines[1:]:
+            t0 = time.perf_counter()
+            sim.preload(eng, args.image)
+            out.setdefault("save_load_s", {})[eng.name] = round(time.perf_counter() - t0, 1)
         tasks = make_tasks(root, 12, salt)
         # 1 host: the router's overhead and the 1-host rate
         sim.join(sim.engines[0], args.image)

@@ -84,7 +84,7 @@ class HostAgent:
         with self._lock:
             used = self._used()
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        return {"host": self.host, "incarnation": self.incarnation, "node": socket.gethostname(),
+        return {"host": self.host, "incarnation": self.incarnation, "node": socket.gethostname(), "pid": os.getpid(),
                 "docker_host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
                 "slots": self.slots, "used": used, "free": max(0, self.slots - used),
                 "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),

@@ -86,9 +86,20 @@ def manifest_image_id(registry: str, ref: str) -> str | None:
 
 
 def _stream(lines: Any, what: str) -> None:
-    for item in lines:
-        if isinstance(item, dict) and item.get("error"):
-            raise EnvironmentProblem(f"{what}: {item['error']}")
+    import docker.errors
+
+    try:
+        for item in lines:
+            if isinstance(item, dict) and item.get("error"):
+                raise EnvironmentProblem(f"{what}: {item['error']}")
+    except docker.errors.APIError as exc:  # the engine could not reach the registry, refused it, ...
+        raise EnvironmentProblem(f"{what}: {exc.explanation or exc}; check that this host's Docker engine "
+                                 "reaches the registry (insecure-registries for plain HTTP, docs/fleet.md)") from None
+
+
+def _lazy(start: Any) -> Any:
+    """The stream `start()` opens, opened inside the caller's error handling."""
+    yield from start()
 
 
 def push(client: Any, ref: str, registry: str) -> Moved:
@@ -100,7 +111,7 @@ def push(client: Any, ref: str, registry: str) -> Moved:
     remote = remote_name(registry, ref)
     repo, tag = remote.rsplit(":", 1)
     client.api.tag(image_id, repo, tag)
-    _stream(client.api.push(repo, tag=tag, stream=True, decode=True), f"pushing {remote}")
+    _stream(_lazy(lambda: client.api.push(repo, tag=tag, stream=True, decode=True)), f"pushing {remote}")
     held = manifest_image_id(registry, ref)
     if held != image_id:
         raise EnvironmentProblem(f"pushed {ref} ({image_id[:19]}) but {remote} holds {held}; push again")
@@ -119,7 +130,7 @@ def pull(client: Any, ref: str, registry: str) -> Moved:
                            f"(`shinken image push {ref} --registry {check_registry(registry)}`)")
     repo, tag = remote.rsplit(":", 1)
     if find_image(client, ref) != want:
-        _stream(client.api.pull(repo, tag=tag, stream=True, decode=True), f"pulling {remote}")
+        _stream(_lazy(lambda: client.api.pull(repo, tag=tag, stream=True, decode=True)), f"pulling {remote}")
         local_repo, local_tag = split_ref(ref)
         client.api.tag(remote, local_repo, local_tag)
     got = find_image(client, ref)

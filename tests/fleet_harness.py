@@ -198,13 +198,15 @@ class SimFleet:
     def node_pid(self, name: str) -> int:
         return int(json.loads((self.state / f"{name}.json").read_text())["pid"])
 
-    def kill_node(self, name: str) -> None:
-        """SIGKILL the host's Ray node (raylet, its workers, the agent): the node dies mid-work."""
-        pid = self.node_pid(name)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    def kill_node(self, name: str, agent_pid: int) -> None:
+        """SIGKILL the host's Ray node: its process group (ray start, raylet, agents of the node)
+        and the host agent's worker (Ray workers run in process groups of their own): what a
+        machine that dies takes with it."""
+        for pid, group in ((self.node_pid(name), True), (agent_pid, False)):
+            try:
+                (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         (self.state / f"{name}.json").unlink(missing_ok=True)
 
     def engine(self, name: str) -> Engine:
@@ -220,7 +222,37 @@ class SimFleet:
         r = self.shinken("image", "push", image, "--registry", self.registry)
         if r.returncode != 0:
             raise RuntimeError(f"push: {r.stderr[-2000:]}")
+        for eng in self.engines[1:]:
+            self.preload(eng, image)
         return self
+
+    def preload(self, eng: Engine, image: str) -> None:
+        """The image onto a private engine by `docker save | docker load` (the same id the registry
+        holds; join then checks it without pulling). Pulls from a private dockerd here fail at
+        random: dockerd 20.10 started with `--bridge none` runs some of its threads in a network
+        namespace of its own whose loopback is down ("dial tcp 127.0.0.1:...: network is
+        unreachable"), seen on this machine; a real fleet's hosts pull normally."""
+        src = self.engines[0].client()
+        want = src.images.get(image).id
+        src.close()
+        dst = eng.client()
+        try:
+            have = dst.images.get(image).id
+        except Exception:  # noqa: BLE001 - not there
+            have = None
+        if have == want:
+            dst.close()
+            return
+        try:
+            repo, tag = image.rsplit(":", 1)
+            dst.api.tag(want, repo, tag)  # a cached data root still holds the id under no name
+            dst.close()
+            return
+        except Exception:  # noqa: BLE001
+            dst.close()
+        save = subprocess.Popen(["docker", "-H", self.engines[0].host, "save", image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
+        save.wait()
 
     def _kill_leftover_shims(self) -> None:
         """containerd shims of our engines outlive a SIGKILLed dockerd (they run in their own

@@ -70,6 +70,7 @@ def joined(fleet, linux_image):
                             fleet.registry, "--image", linux_image, docker_host=h2.host)
     c.api.remove_image(linux_image)
     c.close()
+    fleet.preload(h2, linux_image)
     for eng in fleet.engines:
         fleet.join(eng, linux_image)
     return {"refused": refused}
@@ -293,7 +294,7 @@ def test_chaos_ray_node_dies_mid_batch(fleet, router, linux_image):
     tasks = [router.tasks["h1"][0], router.tasks["h1"][1], router.tasks["h0"][0]]
     results = _batch(router, tasks, "chaos-r", hold)
     _wait_placed(results, 3)
-    fleet.kill_node("h1")
+    fleet.kill_node("h1", router.view(fresh=True)[1]["h1"]["pid"])
     hold.set()
     done = _finish(results)
     on_h1 = [r for r in done if r.get("host") == "h1"]
