@@ -58,7 +58,8 @@ def router_overhead(sim: SimFleet, root: Path, tid: str, image: str, calls: int)
     from shinken.computer.engine import ComputerEngine
     from shinken.fleet.router import FleetEngine
 
-    local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None)
+    # keep_goldens_on_close: the h0 agent holds the same content-addressed golden on the same engine
+    local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None, keep_goldens_on_close=True)
     fleet = FleetEngine(sim.address, root, image)
     try:
         gl = local.seed("bench-local", tid)
@@ -207,13 +208,16 @@ def main() -> None:
         # 1 host: the router's overhead and the 1-host rate
         sim.join(sim.engines[0], args.image)
         out["router"] = router_overhead(sim, root, tasks[0], args.image, args.calls)
+        print(json.dumps(out), file=sys.stderr, flush=True)  # each stage as it is measured
         rates = [seed_rate(sim, root, tasks, args.image, 1, args.per_host, args.seeds)]
+        print(json.dumps(rates), file=sys.stderr, flush=True)
         for n, eng in ((2, sim.engines[1]), (3, sim.engines[2])):
             t0 = time.perf_counter()
             doc = sim.join(eng, args.image)
             out.setdefault("join", {})[eng.name] = {"join_s": round(time.perf_counter() - t0, 1),
                                                     "pull_s": doc["pulled_s"]}
             rates.append(seed_rate(sim, root, tasks, args.image, n, args.per_host, args.seeds))
+            print(json.dumps(rates[-1]), file=sys.stderr, flush=True)
         out["rates"] = rates
         out["golden"] = golden_copy_vs_rebuild(sim, root, args.image, salt)
         out["load_at_end"] = os.getloadavg()
