@@ -202,12 +202,12 @@ class HostAgent:
     def gc(self, include_goldens: bool = False) -> dict[str, Any]:
         """Reclaim on this host what dead owners left (forks, pools, hubs, networks, and with
         include_goldens the goldens no live engine holds)."""
-        from shinken.sandbox import gc
+        from shinken import reclaim
 
         provider: Any = self.engine.provider
         client = provider.client
-        items = gc.find_reclaimable(client, include_goldens=include_goldens, include_temp_dirs=False)
-        reclaimed, failed = gc.reclaim(client, items)
+        items = reclaim.find_reclaimable(client, include_goldens=include_goldens, include_temp_dirs=False)
+        reclaimed, failed = reclaim.reclaim(client, items)
         return {"host": self.host, "reclaimed": [i.id for i in reclaimed],
                 "failed": [f"{f.id}: {f.error}" for f in failed]}
 
