@@ -1,4 +1,5 @@
-"""`shinken image build|inspect`: the sandbox images and their capability manifests."""
+"""`shinken image build|inspect|push|pull`: the sandbox images, their capability manifests, and moving
+them between Docker engines through a registry (every fleet host runs the same image id)."""
 
 from __future__ import annotations
 
@@ -153,8 +154,48 @@ _EXE_HIGHLIGHT = ("python3", "Xvfb", "xdotool", "zenity", "xterm", "soffice", "l
                   "evince", "xcf2png", "ffmpeg", "convert", "tesseract", "pdftk", "socat")
 
 
+PUSH_EXAMPLES = ["shinken image push shinken/sandbox-cua:latest --registry 10.0.0.1:5000    # on the fleet's head"]
+PULL_EXAMPLES = ["shinken image pull shinken/sandbox-cua:latest --registry 10.0.0.1:5000    # on a new host; the id is checked"]
+RegistryOpt = Annotated[str, typer.Option("--registry", help="Registry HOST:PORT (e.g. Debian's docker-registry on the head).",
+                                          envvar="SHINKEN_REGISTRY")]
+
+
+def _move(direction: str, image: str, registry: str, json_out: bool) -> None:
+    from shinken.fleet import registry as reg
+    from shinken.sandbox.docker_client import connect
+
+    output = Output(json_out)
+    reg.check_registry(registry)
+    reg.split_ref(image)
+    client = connect()
+    moved = (reg.push if direction == "push" else reg.pull)(client, image, registry)
+    doc = {"image": moved.ref, "remote": moved.remote, "id": moved.image_id, "seconds": round(moved.seconds, 2)}
+    verb = "pushed to" if direction == "push" else "pulled from"
+    output.result(doc, lambda: output.line(f"{moved.ref} ({moved.image_id[7:19]}) {verb} {moved.remote} in {moved.seconds:.1f}s"))
+
+
+def push(
+    image: Annotated[str, typer.Argument(help="Local image name, repository:tag.")],
+    registry: RegistryOpt,
+    json_out: JsonFlag = False,
+) -> None:
+    """Push a task image to the fleet's registry (its id is checked against what the registry then holds)."""
+    _move("push", image, registry, json_out)
+
+
+def pull(
+    image: Annotated[str, typer.Argument(help="Image name, repository:tag, as the fleet runs it.")],
+    registry: RegistryOpt,
+    json_out: JsonFlag = False,
+) -> None:
+    """Pull a task image from the fleet's registry under its own name; the id must be the registry's."""
+    _move("pull", image, registry, json_out)
+
+
 add_command(app, "build", build, BUILD_EXAMPLES)
 add_command(app, "inspect", inspect, INSPECT_EXAMPLES)
+add_command(app, "push", push, PUSH_EXAMPLES)
+add_command(app, "pull", pull, PULL_EXAMPLES)
 
 
 def _sample(have: list[str], wanted: tuple[str, ...]) -> str:

@@ -13,8 +13,7 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import common, download, gc, image, make_workspace, probe, profile, publish, report, triage
-from shinken.cli import common, download, gc, hub, image, make_workspace, probe, profile, report, triage
+from shinken.cli import common, download, fleet, gc, hub, image, make_workspace, probe, profile, publish, report, triage
 from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
@@ -51,6 +50,7 @@ add_command(app, "publish", publish.publish, publish.EXAMPLES)
 add_command(app, "gc", gc.gc, gc.EXAMPLES)
 app.add_typer(image.app, name="image")
 app.add_typer(hub.app, name="hub")
+app.add_typer(fleet.app, name="fleet")
 
 
 def _usage_line(exc: typer.TyperException) -> str:

@@ -254,6 +254,13 @@ class ComputerEngine:
 
     # ------------------------------------------------------------------ tasks and goldens
 
+    def add_task_folder(self, folder: Path) -> None:
+        """Serve the bundle in `folder` too (a fleet host agent receives bundles as rollouts are
+        placed on it); a changed folder of the same name replaces the cached bundle."""
+        with self._lock:
+            self._folders[folder.name] = folder
+            self._bundles.pop(folder.name, None)
+
     def bundle(self, task_id: str) -> Bundle:
         with self._lock:
             b = self._bundles.get(task_id)

@@ -3,7 +3,6 @@ nodes. Either way results stream back to the driver, which alone writes receipts
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -14,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
+from shinken.fleet.nodes import DOCKER_RESOURCE, bundle_payload, docker_nodes, home_index, host_name
 from shinken.runtime import make_temp_dir, unregister_temp_dir
 from shinken.sandbox.ownership import LABEL_RUN, LABEL_TASK
 from shinken.probes.rollouts import Rollout
@@ -21,9 +21,8 @@ from shinken.probes.runner import ProbeConfig, ProviderFactory, drain_cleanup, p
 
 OnResult = Callable[[dict[str, Any]], None]
 OnRetry = Callable[[str, int, str], None]
-# Nodes that may run probes advertise this custom resource (`ray start --resources
+# Nodes that may run probes advertise DOCKER_RESOURCE (`ray start --resources
 # '{"shinken_docker": 4}'`); without any such node, every alive node is used.
-DOCKER_RESOURCE = "shinken_docker"
 
 
 @dataclass(frozen=True)
@@ -78,12 +77,7 @@ class LocalExecutor:
 
 # --- Ray --------------------------------------------------------------------------------
 
-def _bundle_payload(bundle: Bundle) -> dict[str, Any]:
-    """The bundle's files travel with the task, so a node without the task root can probe."""
-    files = {}
-    for name in bundle.files:
-        files[name] = (bundle.path / name).read_bytes()
-    return {"path": str(bundle.path), "name": bundle.path.name, "bundle_hash": bundle.bundle_hash, "files": files}
+_bundle_payload = bundle_payload
 
 
 @contextmanager
@@ -121,24 +115,13 @@ def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollou
         drain_cleanup()  # a Ray worker may be stopped right after its last task
 
 
-def _docker_nodes(ray: Any) -> tuple[list[dict[str, Any]], bool]:
-    """(nodes to shard over, whether they advertise DOCKER_RESOURCE)."""
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    tagged = [n for n in alive if n.get("Resources", {}).get(DOCKER_RESOURCE)]
-    nodes = tagged or alive
-    # A stable order (address, not the per-start node id) keeps a task on the same node
-    # across runs, where its golden image already is.
-    return sorted(nodes, key=lambda n: (n.get("NodeManagerAddress", ""), n.get("NodeManagerHostname", ""),
-                                        n.get("NodeID", ""))), bool(tagged)
-
-
-def shard(task_id: str, n: int) -> int:
-    return int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big") % n
+_docker_nodes = docker_nodes  # the fleet's hosts, in the fleet's order (shinken.fleet.nodes)
 
 
 class RayExecutor:
-    """Each task's probe is a Ray task pinned (hard node affinity) to one Docker node,
-    chosen by a stable hash of the task id, so goldens stay where they were built."""
+    """Each task's probe is a Ray task pinned (hard node affinity) to one Docker node, its home
+    (shinken.fleet.nodes.home_index over the host names, as the fleet's router places rollouts),
+    so goldens stay where they were built and where the server will look for them."""
 
     name = "ray"
 
@@ -175,6 +158,7 @@ class RayExecutor:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         nodes, tagged = _docker_nodes(ray)
+        names = [host_name(n) for n in nodes]
         if not nodes:
             raise EnvironmentProblem("the Ray cluster has no alive node")
         # On tagged nodes one unit of the resource per probe also caps each node's load at
@@ -185,7 +169,7 @@ class RayExecutor:
         running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, ray-level attempts)
 
         def submit(job: Job, attempt: int) -> None:
-            node = nodes[shard(job.bundle.id, len(nodes))]
+            node = nodes[home_index(job.bundle.id, names)]
             ref = remote.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
             ).remote(_bundle_payload(job.bundle), cfg, job.rollouts)

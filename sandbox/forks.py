@@ -112,11 +112,14 @@ class DockerFork(Container):
         except docker.errors.APIError as exc:
             raise infra(f"placing {', '.join(files)} in {folder}", exc) from None
 
+    _removed = False  # set once the container is really gone: a failed removal is retried by calling close() again
+
     def close(self) -> None:
-        if self._closed:
+        if self._removed:
             return
-        self._closed = True
+        self._closed = True  # no more execs, whether or not the removal below succeeds
         remove_container(self.api, self.id)
+        self._removed = True
         self._provider.forget(self)
         if self.web_sid is not None and self._provider.web is not None:
             self._provider.web.release(self.web_sid)

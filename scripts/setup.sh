@@ -33,6 +33,12 @@ if ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 fi
+# Debian's docker-registry serves the simulated fleet's registry in the fleet tests (docs/fleet.md).
+if ! command -v docker-registry >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  echo "shinken: installing docker-registry (fleet tests) ..." >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null 2>&1 || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-registry >/dev/null; }
+fi
 # Headless Chromium renders `shinken report` pages in the tests (Debian's package; installed once).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "shinken: installing chromium (report tests) ..." >&2

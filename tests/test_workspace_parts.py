@@ -72,7 +72,10 @@ def test_wheel_holds_only_the_servers_import_closure(tmp_path: Path) -> None:
                  "report", "tests", "demo", "docs", "scripts"]:
         assert not any(n.startswith(f"shinken/{part}/") for n in modules), part
     folders = {n.split("/")[1] for n in modules if n.count("/") >= 2}
-    assert folders == {"bundles", "computer", "images", "judge", "mockweb", "needs", "provider", "sandbox", "schemas"}, folders
+    # fleet: the server routes rollouts to fleet hosts when shinken_fleet_address is set (docs/fleet.md)
+    assert folders == {"bundles", "computer", "fleet", "images", "judge", "mockweb", "needs", "provider", "sandbox",
+                       "schemas"}, folders
+    assert "shinken/fleet/router.py" in modules and "shinken/fleet/agent.py" in modules
     assert not any(n.endswith((".toml", ".md", ".txt")) for n in modules)
     # The engine reads the default image name from images.build: that module, not the image recipes.
     assert not any(n.startswith("shinken/images/") and not n.endswith(".py") for n in modules)

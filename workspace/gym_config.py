@@ -133,6 +133,8 @@ def server_config(names: Names, engine: EngineSettings, lic: License, descriptio
             # Web tasks: the hub the server starts (docs/mock-web.md); none when the set has none.
             "shinken_hub_image": _env("SHINKEN_HUB_IMAGE", engine.hub_image),
             "shinken_mock_urls": _env("SHINKEN_MOCK_URLS", engine.mock_urls),
+            # A fleet of Docker hosts on Ray (docs/fleet.md); empty = this machine's engine.
+            "shinken_fleet_address": _env("SHINKEN_FLEET_ADDRESS", None),
         }}},
         names.agent_instance: {"responses_api_agents": {"simple_agent": {
             "entrypoint": "app.py",

@@ -9,7 +9,10 @@ itself names the environment variables that may override a value (`${oc.env:VAR,
 Per-rollout state is keyed by the signed session cookie (nemo_gym SESSION_ID_KEY). The cookie
 also carries the engine's generation token, so a request holding the cookie of an earlier
 rollout of the same session is refused (HTTP 409) instead of touching the newer rollout.
-Sessions live in this process's memory: run ONE worker per instance; scale with instances.
+With the local engine (the default) sessions live in this process's memory: run ONE worker per
+instance. With `shinken_fleet_address` set, the engine is a router over the fleet's host agents
+(docs/fleet.md): rollouts live in the agents, the cookie's token names the host, and the server
+may run `num_workers > 1`.
 
 VERIFIER_FIXTURE is what `gym env test <environment>` runs: each case in
 tests/verifier_cases.jsonl is a dataset row plus a recorded model response; the fixture seeds a
@@ -73,6 +76,11 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
     shinken_hub_image: Optional[str] = Field(
         None, description="Hub image (`shinken hub build`) the server starts for web tasks (docs/mock-web.md).")
     shinken_mock_urls: Optional[str] = Field(None, description="Or a mock URL map of mock apps run elsewhere.")
+    shinken_fleet_address: Optional[str] = Field(
+        None, description="The fleet's Ray head HOST:PORT (docs/fleet.md): rollouts run on its Docker hosts; "
+                          "empty = the local Docker engine.")
+    shinken_seed_timeout: float = Field(60, ge=0, description="Fleet: seconds a seed may wait for a free slot "
+                                                              "before it is answered 503 (masked).")
 
     def task_root(self) -> Path:
         path = Path(self.cua_gym_tasks).expanduser()
@@ -80,6 +88,12 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
 
     def make_engine(self, **overrides: Any) -> Any:
         from shinken.computer.engine import ComputerEngine
+
+        if self.shinken_fleet_address:
+            from shinken.fleet.router import FleetEngine
+
+            return FleetEngine(self.shinken_fleet_address, self.task_root(), self.shinken_image,
+                               seed_timeout_s=self.shinken_seed_timeout, **overrides)
         from shinken.judge.config import JudgeConfig
 
         judge = JudgeConfig.create(self.shinken_judge_url or None, self.shinken_judge_model or None,
@@ -189,10 +203,11 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
     _engine_lock: Any = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, context: Any) -> None:
-        if (self.config.num_workers or 1) > 1:
+        if (self.config.num_workers or 1) > 1 and not self.config.shinken_fleet_address:
             raise ValueError(
                 f"{self.config.name}: this server keeps rollouts in process memory and must run with "
-                f"one worker (num_workers={self.config.num_workers}); run several instances instead"
+                f"one worker (num_workers={self.config.num_workers}); run several instances instead, or serve "
+                f"from a fleet (shinken_fleet_address), whose agents hold the rollouts"
             )
         return super().model_post_init(context)
 

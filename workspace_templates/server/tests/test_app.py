@@ -36,6 +36,13 @@ def test_more_than_one_worker_is_refused():
         _server(num_workers=2)
 
 
+def test_more_than_one_worker_is_accepted_with_a_fleet():
+    # Against a fleet the rollouts live in the host agents and the token names the host: no
+    # rollout state in this process (the engine, a router, is only made on first use).
+    server = _server(num_workers=2, shinken_fleet_address="127.0.0.1:6379")
+    assert server.config.num_workers == 2 and server.config.shinken_fleet_address == "127.0.0.1:6379"
+
+
 def test_tool_call_without_a_session_is_refused():
     client = TestClient(_server().setup_webserver())
     response = client.post("/computer_observe", json={"mode": "tree"})

@@ -1,0 +1,323 @@
+"""A simulated fleet on this one machine, from the project's own parts (no registry outside):
+
+- a registry: Debian's `docker-registry` on a loopback port, its storage in the fleet's folder;
+- Docker engines: the machine's engine (host h0) and `extra` private `dockerd`s, each with its own
+  socket, data root, exec root and pid file (`--bridge none --iptables=false`: they touch no shared
+  network setup);
+- a Ray head (no Docker resource of its own) and one Ray worker node per engine, joined with the
+  real `shinken fleet join` (DOCKER_HOST = that engine), so each node's host agent owns that engine.
+
+Every process is started here in its own process group and stopped by its id."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+SHARED_ENGINE = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+# Small object stores: nothing big travels through Ray (bundles are a few kB).
+RAY_ARGS = "--object-store-memory=80000000"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with open(log, "ab") as fh:
+        return subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **(env or {})}, start_new_session=True)
+
+
+def stop_group(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, wait_s: float = 30) -> None:
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@dataclass
+class Engine:
+    name: str
+    host: str  # DOCKER_HOST value
+    proc: subprocess.Popen | None = None  # None: the machine's shared engine (never stopped here)
+    args: list[str] = field(default_factory=list)
+    log: Path | None = None
+
+    def client(self):  # -> docker.DockerClient
+        import docker
+
+        return docker.DockerClient(base_url=self.host, timeout=60)
+
+    def wait_up(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                c = self.client()
+                c.ping()
+                c.close()
+                return
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    tail = self.log.read_text(errors="replace")[-1500:] if self.log else ""
+                    raise RuntimeError(f"dockerd {self.name} did not come up: {tail}") from None
+                time.sleep(0.3)
+
+    def kill(self) -> None:
+        """SIGKILL the engine (and the containerd it started): the host's Docker dies mid-work."""
+        assert self.proc is not None, "the shared engine is never killed"
+        stop_group(self.proc, signal.SIGKILL, wait_s=10)
+
+    def restart(self) -> None:
+        assert self.log is not None
+        self.proc = _start(self.args, self.log)
+        self.wait_up()
+
+
+class SimFleet:
+    def __init__(self, extra: int = 2, slots: int = 2, cache: Path | None = None) -> None:
+        # Short: unix socket paths must stay under 108 bytes.
+        self.base = Path(tempfile.mkdtemp(prefix="shkf-", dir="/tmp"))
+        # The registry's storage and the private engines' data roots may persist between runs
+        # (`cache`): a second run finds the task image's layers already there (CI reuses the
+        # machine), instead of compressing and unpacking ~1 GB again. Containers never persist.
+        self.cache = cache
+        self._lock_fd: int | None = None
+        if cache is not None:  # one fleet at a time on a cache: two dockerds must not share a data root
+            import fcntl
+
+            cache.mkdir(parents=True, exist_ok=True)
+            fd = os.open(cache / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._lock_fd = fd
+            except OSError:
+                os.close(fd)
+                self.cache = None
+        self.state = self.base / "state"
+        self.env = {"RAY_AUTH_MODE": "disabled", "SHINKEN_FLEET_STATE": str(self.state)}
+        self.slots = slots
+        self.engines = [Engine("h0", SHARED_ENGINE)]
+        self.registry_proc: subprocess.Popen | None = None
+        self.head: subprocess.Popen | None = None
+        self.registry = ""
+        self.address = ""
+        self._extra = extra
+
+    # ------------------------------------------------------------------ parts
+
+    def start_registry(self) -> str:
+        port = free_port()
+        cfg = self.base / "registry.yml"
+        cfg.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {(self.cache or self.base) / 'registry'}\n"
+                       f"  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\nlog:\n  level: warn\n")
+        self.registry_proc = _start(["docker-registry", "serve", str(cfg)], self.base / "registry.log")
+        self.registry = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        import urllib.request
+
+        while True:
+            try:
+                urllib.request.urlopen(f"http://{self.registry}/v2/", timeout=2).read()
+                return self.registry
+            except Exception:  # noqa: BLE001
+                if time.monotonic() > deadline:
+                    raise RuntimeError((self.base / "registry.log").read_text()[-1000:]) from None
+                time.sleep(0.2)
+
+    def start_engine(self, i: int) -> Engine:
+        d = self.base / f"d{i}"
+        d.mkdir()
+        sock = f"unix://{d}/docker.sock"
+        data = (self.cache / f"d{i}-data") if self.cache else d / "data"
+        # Its own network namespace: a dockerd with --bridge none deletes the docker0 it finds in
+        # its namespace, which is the shared engine's default bridge (added by the lead).
+        args = ["unshare", "--net", "--", "dockerd", "--host", sock, "--data-root", str(data), "--exec-root", str(d / "exec"),
+                "--pidfile", str(d / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false",
+                "--storage-driver", "overlay2"]
+        eng = Engine(f"h{i}", sock, args=args, log=d / "dockerd.log")
+        eng.proc = _start(args, eng.log)
+        eng.wait_up()
+        self.engines.append(eng)
+        return eng
+
+    def start_head(self) -> str:
+        port = free_port()
+        self.head = _start([str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}",
+                            "--node-ip-address=127.0.0.1", "--num-cpus=0", "--disable-usage-stats",
+                            "--include-dashboard=false", *RAY_ARGS.split()], self.base / "head.log", self.env)
+        self.address = f"127.0.0.1:{port}"
+        return self.address
+
+    def shinken(self, *args: str, docker_host: str | None = None, timeout: float = 300,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        e = {**os.environ, **self.env, **(env or {})}
+        if docker_host:
+            e["DOCKER_HOST"] = docker_host
+        return subprocess.run([str(VENV_BIN / "shinken"), *args], capture_output=True, text=True, env=e,
+                              timeout=timeout)
+
+    def join(self, eng: Engine, image: str, slots: int | None = None) -> dict:
+        r = self.shinken("fleet", "join", "--address", self.address, "--name", eng.name, "--slots",
+                         str(slots or self.slots), "--registry", self.registry, "--image", image, "--num-cpus", "2",
+                         "--json", docker_host=eng.host,
+                         env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
+        if r.returncode != 0:
+            raise RuntimeError(f"join {eng.name}: exit {r.returncode}: {r.stderr[-2000:]}")
+        return json.loads(r.stdout)
+
+    def leave(self, name: str) -> subprocess.CompletedProcess:
+        return self.shinken("fleet", "leave", "--address", self.address, "--name", name)
+
+    def node_pid(self, name: str) -> int:
+        return int(json.loads((self.state / f"{name}.json").read_text())["pid"])
+
+    def kill_node(self, name: str, agent_pid: int) -> None:
+        """SIGKILL the host's Ray node: its process group (ray start, raylet, agents of the node)
+        and the host agent's worker (Ray workers run in process groups of their own): what a
+        machine that dies takes with it."""
+        for pid, group in ((self.node_pid(name), True), (agent_pid, False)):
+            try:
+                (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        (self.state / f"{name}.json").unlink(missing_ok=True)
+
+    def engine(self, name: str) -> Engine:
+        return next(e for e in self.engines if e.name == name)
+
+    # ------------------------------------------------------------------ whole
+
+    def start(self, image: str) -> "SimFleet":
+        self.start_registry()
+        for i in range(1, self._extra + 1):
+            self.start_engine(i)
+        self.start_head()
+        r = self.shinken("image", "push", image, "--registry", self.registry)
+        if r.returncode != 0:
+            raise RuntimeError(f"push: {r.stderr[-2000:]}")
+        for eng in self.engines[1:]:
+            self.preload(eng, image)
+        return self
+
+    def preload(self, eng: Engine, image: str) -> None:
+        """The image onto a private engine by `docker save | docker load` (the same id the registry
+        holds; join then checks it without pulling). Pulls from a private dockerd here fail at
+        random: dockerd 20.10 started with `--bridge none` runs some of its threads in a network
+        namespace of its own whose loopback is down ("dial tcp 127.0.0.1:...: network is
+        unreachable"), seen on this machine; a real fleet's hosts pull normally."""
+        src = self.engines[0].client()
+        want = src.images.get(image).id
+        src.close()
+        dst = eng.client()
+        try:
+            have = dst.images.get(image).id
+        except Exception:  # noqa: BLE001 - not there
+            have = None
+        if have == want:
+            dst.close()
+            return
+        try:
+            repo, tag = image.rsplit(":", 1)
+            dst.api.tag(want, repo, tag)  # a cached data root still holds the id under no name
+            dst.close()
+            return
+        except Exception:  # noqa: BLE001
+            dst.close()
+        save = subprocess.Popen(["docker", "-H", self.engines[0].host, "save", image], stdout=subprocess.PIPE)
+        subprocess.run(["docker", "-H", eng.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
+        save.wait()
+
+    def _kill_leftover_shims(self) -> None:
+        """containerd shims of our engines outlive a SIGKILLed dockerd (they run in their own
+        session): found by their socket path under our folder, killed by pid."""
+        mark = str(self.base).encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"containerd-shim" in cmd and mark in cmd:
+                try:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.5)
+
+    def stop(self) -> None:
+        try:  # this process's own Ray connection first: a driver whose head goes away is terminated by Ray
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        except ImportError:
+            pass
+        # Each joined host leaves properly first: its agent releases its forks and goldens.
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                self.leave(doc.stem)
+            except Exception:  # noqa: BLE001 - then it is stopped by force below
+                pass
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                os.killpg(int(json.loads(doc.read_text())["pid"]), signal.SIGTERM)
+            except (ProcessLookupError, ValueError, KeyError):
+                pass
+        time.sleep(1)
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+            try:
+                os.killpg(int(json.loads(doc.read_text())["pid"]), signal.SIGKILL)
+            except (ProcessLookupError, ValueError, KeyError):
+                pass
+        stop_group(self.head)
+        for eng in self.engines:
+            if eng.proc is not None:
+                try:  # our engines' containers and goldens go with them (a cached data root keeps the task image)
+                    c = eng.client()
+                    for box in c.containers.list(all=True):
+                        box.remove(force=True)
+                    for img in c.images.list(filters={"label": "shinken.kind=golden"}):
+                        c.images.remove(img.id, force=True)
+                    c.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                stop_group(eng.proc)
+        stop_group(self.registry_proc)
+        self._kill_leftover_shims()
+        subprocess.run(["umount", "-R", "-l", *[str(p) for p in self.base.glob("d*/exec")]],
+                       capture_output=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        for _ in range(5):  # a just-stopped dockerd may still be letting go of its mounts
+            shutil.rmtree(self.base, ignore_errors=True)
+            if not self.base.exists():
+                break
+            time.sleep(2)

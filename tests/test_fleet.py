@@ -1,0 +1,326 @@
+"""A fleet of Docker hosts on Ray, simulated on this machine (tests/fleet_harness.py): three Docker
+engines (the machine's and two private dockerds), a Ray head, a loopback registry, each host joined
+with the real `shinken fleet join`. Rollouts of shinken/sandbox-linux tasks (copies of demo/hello-file
+under their own ids, so each test picks a task by its home host) go through the real router, agents
+and engines. One fleet for the module: starting it costs ~1 min on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fleet_harness import SimFleet
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+SOLVE = "printf 'hello shinken' > /home/user/hello.txt"
+
+
+def _hosts_of(n: int, want: str, names: list[str], salt: str, taken: set[str]) -> list[str]:
+    from shinken.fleet.nodes import home_index
+
+    out = []
+    i = 0
+    while len(out) < n:
+        tid = f"fleet-{salt}-{i}"
+        i += 1
+        if names[home_index(tid, names)] == want and tid not in taken:
+            out.append(tid)
+    return out
+
+
+def _task(root: Path, tid: str) -> None:
+    dest = root / tid
+    shutil.copytree(DEMO / "hello-file", dest)
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["id"] = tid
+    (dest / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.fixture(scope="module")
+def fleet(linux_image):
+    from shinken.runtime import cache_root
+
+    sim = SimFleet(extra=2, slots=2, cache=cache_root() / "fleet-test")
+    try:
+        sim.start(linux_image)
+        yield sim
+    finally:
+        sim.stop()
+
+
+@pytest.fixture(scope="module")
+def joined(fleet, linux_image):
+    """h0..h2 joined; h2 first refused while it holds another image under the fleet's name."""
+    h2 = fleet.engine("h2")
+    c = h2.client()
+    import io
+
+    other = c.images.build(fileobj=io.BytesIO(b"FROM scratch\nLABEL shinken.test=other\n"), rm=True)[0]
+    repo, tag = linux_image.rsplit(":", 1)
+    c.api.tag(other.id, repo, tag)
+    refused = fleet.shinken("fleet", "join", "--address", fleet.address, "--name", "h2", "--registry",
+                            fleet.registry, "--image", linux_image, docker_host=h2.host)
+    c.api.remove_image(linux_image)
+    c.close()
+    fleet.preload(h2, linux_image)
+    for eng in fleet.engines:
+        fleet.join(eng, linux_image)
+    return {"refused": refused}
+
+
+@pytest.fixture(scope="module")
+def router(fleet, joined, linux_image, tmp_path_factory):
+    from shinken.fleet.router import FleetEngine
+
+    salt = uuid.uuid4().hex[:8]
+    root = tmp_path_factory.mktemp("fleet-tasks")
+    names = ["h0", "h1", "h2"]
+    taken: set[str] = set()
+    tasks: dict[str, list[str]] = {}
+    for h in names:
+        tasks[h] = _hosts_of(2, h, names, salt, taken)
+        taken.update(tasks[h])
+        for tid in tasks[h]:
+            _task(root, tid)
+    import os
+
+    os.environ.update(fleet.env)
+    eng = FleetEngine(fleet.address, root, linux_image, seed_timeout_s=20)
+    eng.tasks = tasks  # type: ignore[attr-defined]
+    yield eng
+    eng.close()
+
+
+def _status(fleet) -> dict:
+    r = fleet.shinken("fleet", "status", "--address", fleet.address, "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {h["host"]: h for h in json.loads(r.stdout)["hosts"]}
+
+
+def test_join_refuses_a_host_whose_image_id_differs(joined):
+    r = joined["refused"]
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "refused" in lines[0] and "same image" in lines[0], r.stderr
+
+
+def test_fleet_commands_bad_input_one_line_exit_2(fleet):
+    for args in (["fleet", "join", "--address", "nohost", "--name", "x"],
+                 ["fleet", "join", "--address", "127.0.0.1:1", "--name", "bad name!"],
+                 ["fleet", "status", "--address", "127.0.0.1:notaport"],
+                 ["fleet", "leave", "--address", fleet.address, "--name", "never-joined"]):
+        r = fleet.shinken(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_status_shows_every_host_with_the_same_image(fleet, joined, linux_image):
+    hosts = _status(fleet)
+    assert sorted(hosts) == ["h0", "h1", "h2"]
+    ids = {h["image_id"] for h in hosts.values()}
+    assert all(h["up"] and h["slots"] == 2 for h in hosts.values()), hosts
+    assert len(ids) == 1
+
+
+def test_rollouts_land_on_home_host_and_a_full_home_spills(fleet, router):
+    tid = router.tasks["h1"][0]
+    assert router.home(tid) == "h1"
+    gens = [router.seed(f"s-spill-{i}", tid) for i in range(3)]  # a GRPO group of 3 on a 2-slot home
+    hosts = [g.split("~")[0] for g in gens]
+    assert hosts[:2] == ["h1", "h1"] and hosts[2] != "h1", hosts
+    st = _status(fleet)
+    assert st["h1"]["used"] == 2 and st["h1"]["free"] == 0
+    assert st[hosts[2]]["used"] >= 1 and any(tid in st[h]["goldens"] for h in ("h1",)), st
+    assert tid in st[hosts[2]]["goldens"]  # the spill host built the golden from the bundle it was sent
+    out = router.tool("s-spill-2", gens[2], "computer_exec", {"command": SOLVE})
+    assert out.startswith("exit code 0"), out
+    res = router.verify("s-spill-2", gens[2])
+    assert (res.reward, res.mask_sample) == (1.0, False), res
+    for i, g in enumerate(gens):
+        router.end(f"s-spill-{i}", g)
+    assert _status(fleet)["h1"]["used"] == 0
+
+
+def _goldens(eng, task: str) -> set[str]:
+    c = eng.client()
+    try:
+        return {i.id for i in c.images.list(filters={"label": [f"shinken.task={task}", "shinken.kind=golden"]})}
+    finally:
+        c.close()
+
+
+def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(fleet, router, linux_image,
+                                                                               tmp_path):
+    """`shinken probe --executor ray` against the fleet's head: the decisions the local executor
+    gives on these demo tasks (test_probe pins them), each golden left on the task's home host."""
+    from shinken.fleet.nodes import home_index
+
+    names = ["hello-file", "zero-signal", "broken-reward"]
+    root = tmp_path / "tasks"
+    salt = uuid.uuid4().hex
+    for n in names:
+        shutil.copytree(DEMO / n, root / n)
+        with open(root / n / "reward.py", "a", encoding="utf-8") as fh:
+            fh.write(f"\n# fleet test salt {salt}\n")
+    before = {(e.name, n): _goldens(e, n) for e in fleet.engines for n in names}
+    receipt = tmp_path / "receipt.json"
+    r = fleet.shinken("probe", str(root), "--image", linux_image, "--receipt", str(receipt), "--run-dir",
+                      str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
+                      "--ray-address", fleet.address, "--concurrency", "3", timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(receipt.read_text())
+    assert doc["summary"]["executor"] == "ray"
+    assert {t["task_id"]: (t["reason"] or "kept") for t in doc["tasks"]} == {
+        "hello-file": "kept", "zero-signal": "zero_signal", "broken-reward": "reward_error"}
+    hosts = ["h0", "h1", "h2"]
+    for n in names:
+        new = {e.name for e in fleet.engines if _goldens(e, n) - before[(e.name, n)]}
+        assert new == {hosts[home_index(n, hosts)]}, (n, new)
+
+
+def test_a_seed_no_host_can_take_is_an_infra_failure(fleet, router):
+    from shinken.sandbox.api import InfraError
+
+    tid = router.tasks["h0"][1]
+    gens = []
+    try:
+        for i in range(6):  # every slot of the fleet
+            gens.append((f"s-full-{i}", router.seed(f"s-full-{i}", tid)))
+        router.seed_timeout_s = 2
+        started = time.monotonic()
+        with pytest.raises(InfraError, match="no fleet host could start"):
+            router.seed("s-full-x", tid)
+        assert time.monotonic() - started < 30
+    finally:
+        router.seed_timeout_s = 20
+        for s, g in gens:
+            router.end(s, g)
+
+
+def _batch(router, tasks: list[str], tag: str, hold: threading.Event) -> list[dict]:
+    """Rollouts that solve their task, wait for `hold`, then verify; results per rollout."""
+    results: list[dict] = [{} for _ in tasks]
+
+    def run(i: int, tid: str) -> None:
+        s = f"{tag}-{i}"
+        try:
+            g = router.seed(s, tid)
+            results[i]["host"] = g.split("~")[0]
+            results[i]["exec"] = router.tool(s, g, "computer_exec", {"command": SOLVE})
+            hold.wait(120)
+            r = router.verify(s, g)
+            results[i].update(reward=r.reward, masked=r.mask_sample, kind=r.failure_kind)
+            router.end(s, g)
+        except Exception as exc:  # noqa: BLE001
+            results[i]["error"] = f"{type(exc).__name__}: {exc}"
+
+    threads = [threading.Thread(target=run, args=(i, t)) for i, t in enumerate(tasks)]
+    for t in threads:
+        t.start()
+    results.append({"threads": threads})  # type: ignore[dict-item]
+    return results
+
+
+def _wait_placed(results: list[dict], n: int) -> None:
+    deadline = time.monotonic() + 180
+    while sum(1 for r in results[:n] if "exec" in r or "error" in r) < n:
+        assert time.monotonic() < deadline, results
+        time.sleep(0.2)
+
+
+def _finish(results: list[dict]) -> list[dict]:
+    for t in results[-1]["threads"]:
+        t.join(300)
+    return results[:-1]
+
+
+def _shinken_containers(eng) -> list[str]:
+    c = eng.client()
+    try:
+        return [b.name for b in c.containers.list(all=True, filters={"label": "shinken.managed=1"})
+                if b.labels.get("shinken.kind") != "hub"]
+    finally:
+        c.close()
+
+
+def test_chaos_docker_engine_dies_mid_batch(fleet, router):
+    h2 = fleet.engine("h2")
+    hold = threading.Event()
+    tasks = [router.tasks["h2"][0], router.tasks["h2"][0], router.tasks["h0"][0]]
+    results = _batch(router, tasks, "chaos-d", hold)
+    _wait_placed(results, 3)
+    h2.kill()
+    hold.set()
+    done = _finish(results)
+    on_h2 = [r for r in done if r.get("host") == "h2"]
+    others = [r for r in done if r.get("host") != "h2"]
+    assert on_h2 and others, done
+    assert all(r.get("masked") and r.get("kind") == "infra" for r in on_h2), done  # masked, never scored 0
+    assert all(r.get("reward") == 1.0 and not r.get("masked") for r in others), done
+    # New seeds avoid the host while its engine is down ...
+    g = router.seed("chaos-d-new", router.tasks["h2"][1])
+    assert not g.startswith("h2~")
+    router.end("chaos-d-new", g)
+    # ... and use it again once it is back.
+    h2.restart()
+    deadline = time.monotonic() + 60
+    while not _status(fleet)["h2"]["up"]:
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    time.sleep(2.5)  # the router's view of the hosts is reused for 2 s
+    g = router.seed("chaos-d-back", router.tasks["h2"][1])
+    assert g.startswith("h2~"), g
+    router.end("chaos-d-back", g)
+    r = fleet.shinken("gc", "--force", docker_host=h2.host)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 60
+    while _shinken_containers(h2):  # the agent retries the forks it could not delete while the engine was down
+        assert time.monotonic() < deadline, _shinken_containers(h2)
+        fleet.shinken("gc", "--force", docker_host=h2.host)
+        time.sleep(2)
+
+
+def test_chaos_ray_node_dies_mid_batch(fleet, router, linux_image):
+    h1 = fleet.engine("h1")
+    hold = threading.Event()
+    tasks = [router.tasks["h1"][0], router.tasks["h1"][1], router.tasks["h0"][0]]
+    results = _batch(router, tasks, "chaos-r", hold)
+    _wait_placed(results, 3)
+    fleet.kill_node("h1", router.view(fresh=True)[1]["h1"]["pid"])
+    hold.set()
+    done = _finish(results)
+    on_h1 = [r for r in done if r.get("host") == "h1"]
+    others = [r for r in done if r.get("host") != "h1"]
+    assert on_h1 and others, done
+    assert all(r.get("masked") and r.get("kind") == "infra" for r in on_h1), done
+    assert all(r.get("reward") == 1.0 and not r.get("masked") for r in others), done
+    g = router.seed("chaos-r-new", router.tasks["h1"][0])
+    assert not g.startswith("h1~")
+    router.end("chaos-r-new", g)
+    # The dead agent's forks are a dead owner's: `shinken gc` on that host reclaims them.
+    assert _shinken_containers(h1)
+    r = fleet.shinken("gc", "--force", docker_host=h1.host)
+    assert r.returncode == 0, r.stderr
+    assert _shinken_containers(h1) == []
+    # The host comes back (a new node and agent under the same name) and is used again.
+    fleet.join(h1, linux_image)
+    time.sleep(2.5)
+    g = router.seed("chaos-r-back", router.tasks["h1"][0])
+    assert g.startswith("h1~"), g
+    router.end("chaos-r-back", g)
+
+
+def test_leave_releases_the_host(fleet, router):
+    r = fleet.leave("h2")
+    assert r.returncode == 0, r.stderr
+    time.sleep(3)
+    assert "h2" not in _status(fleet)
+    assert _shinken_containers(fleet.engine("h2")) == []
