@@ -14,9 +14,12 @@ import io
 import os
 
 
-def x_windows(accessible_pids: set[int]) -> list[dict]:
-    """[{app, title, pid, active, bbox}] of the viewable managed windows whose process is not in
-    `accessible_pids`; [] when there is no display or no Xlib."""
+def x_windows(accessible_pids: set[int], accessible_names: frozenset[str] | set[str] = frozenset()) -> list[dict]:
+    """[{app, title, pid, active, bbox}] of the viewable managed windows of programs the
+    accessibility tree does not show: not the process of an application in it (`accessible_pids`),
+    nor a process below one (GIMP's plug-ins), nor a window class named like one of them
+    (`accessible_names`: an app busy starting may miss the tree's pid query under load);
+    [] when there is no display or no Xlib."""
     try:
         from Xlib import X, display  # type: ignore[import-untyped]  # python3-xlib, in the image only
         from Xlib.error import DisplayError, XError  # type: ignore[import-untyped]
@@ -41,7 +44,7 @@ def x_windows(accessible_pids: set[int]) -> list[dict]:
                     continue
                 pid_prop = w.get_full_property(atom("_NET_WM_PID"), X.AnyPropertyType)
                 pid = int(pid_prop.value[0]) if pid_prop is not None and len(pid_prop.value) else None
-                if pid is not None and pid in accessible_pids:
+                if pid is not None and _below(pid, accessible_pids):
                     continue
                 name = w.get_full_property(atom("_NET_WM_NAME"), atom("UTF8_STRING"))
                 if name is not None:
@@ -50,6 +53,8 @@ def x_windows(accessible_pids: set[int]) -> list[dict]:
                     raw = w.get_wm_name()
                     title = raw.decode("latin-1") if isinstance(raw, bytes) else (raw or "")
                 cls = w.get_wm_class()
+                if cls and {c.lower() for c in cls if c} & {n.lower() for n in accessible_names}:
+                    continue
                 app = cls[0] if cls else (_comm(pid) if pid is not None else "")
                 geo = w.get_geometry()
                 pos = w.translate_coords(root, 0, 0)
@@ -65,6 +70,22 @@ def x_windows(accessible_pids: set[int]) -> list[dict]:
         except Exception:  # noqa: BLE001
             pass
     return out
+
+
+def _below(pid: int, pids: set[int]) -> bool:
+    """`pid` is one of `pids` or runs below one of them."""
+    seen: set[int] = set()
+    while pid > 1 and pid not in seen:
+        if pid in pids:
+            return True
+        seen.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                raw = fh.read()
+            pid = int(raw[raw.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def _comm(pid: int) -> str:
