@@ -183,7 +183,7 @@ def test_media_and_mail_apps_start_clean(probed) -> None:
     by_id = {t["task_id"]: t for t in probed["tasks"]}
     for tid, (title, tier) in APP_DEMOS.items():
         line = by_id[tid]
-        assert (line["outcome"], line["tier"]) == ("kept", tier), (tid, line["reason"], line["detail"])
+        assert line["outcome"] == "kept" and line["tier"] in tier.split("|"), (tid, line["reason"], line["detail"])
         assert line["start_state"]["alerts"] == [], line["start_state"]
         assert any(title in w for w in line["start_state"]["windows"]), line["start_state"]["windows"]
         assert not any("Account Setup" in w or "Errors" in w for w in line["start_state"]["windows"])
