@@ -29,6 +29,12 @@ class ExecutorKind(str, Enum):
     ray = "ray"
 
 
+class Alerts(str, Enum):
+    keep = "keep"
+    flag = "flag"
+    drop = "drop"
+
+
 class Fidelity(str, Enum):
     filesystem = "filesystem"
     process_memory = "process_memory"  # accepted so it can be refused with the reason (no CRIU here)
@@ -56,6 +62,7 @@ def probe(
     replay: Annotated[Optional[Path], typer.Option("--replay", help="NeMo Gym rollouts JSONL to replay and re-score.")] = None,
     retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of infrastructure failures per task.")] = 3,
     state_fidelity: Annotated[Optional[Fidelity], typer.Option("--state-fidelity", help="filesystem: keep tasks whose start state is not checked (processes the setup left may be lost); process_memory: refused (no CRIU). Default: check it (tiers snapshot/relaunch/reprovision).")] = None,
+    alerts: Annotated[Alerts, typer.Option("--alerts", help="A start state that shows an alert or first-run wizard (an app's error dialog, an account setup): keep it silently, flag it (kept, named in the receipt, table, report and dataset rows) or drop it.")] = Alerts.flag,
     executor: Annotated[ExecutorKind, typer.Option("--executor", help="local threads, or Ray tasks on Docker nodes.")] = ExecutorKind.local,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     run_dir: Annotated[Optional[Path], typer.Option("--run-dir", help="Receipt log folder (default runs/probe-<hash of task root+image>).")] = None,
@@ -84,7 +91,7 @@ def probe(
     req = ProbeRequest(
         task_root=task_root, image=image, receipt=receipt, triage=triage, ids=ids, concurrency=concurrency,
         repeats=repeats, replay=replay, retries=retries,
-        state_fidelity=state_fidelity.value if state_fidelity else None, executor=executor.value,
+        state_fidelity=state_fidelity.value if state_fidelity else None, alerts=alerts.value, executor=executor.value,
         ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
         judge=JudgeConfig.create(judge_url, judge_model),
         hub=hub, mock_urls=mock_urls,

@@ -24,7 +24,7 @@ from shinken.needs.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, 
 # a hint for the class only, never a requirement (it may be a comment).
 _GUI_WORDS = (b"zenity", b"soffice", b"libreoffice", b"gimp", b"vlc", b"google-chrome", b"chromium", b"firefox",
               b"blender", b"openshot", b"thunderbird", b"xterm", b"gedit", b"evince", b"okular", b"inkscape",
-              b"pyautogui", b"xdotool", b"gnome-terminal", b"nautilus")
+              b"pyautogui", b"xdotool", b"gnome-terminal", b"nautilus", b"xfce4-terminal")
 # The LLM judge module rewards import (upstream places it at /tmp/reward_judge.py). Found by
 # its import anywhere, guarded or not: upstream wraps the call in try/except, so without a
 # judge the reward silently loses that component instead of failing.

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 DESKTOP_APPS = (
     "libreoffice_calc", "libreoffice_writer", "libreoffice_impress", "gimp", "vlc", "vscode", "chrome",
     "chromium", "firefox", "blender", "openshot", "thunderbird", "zenity", "xterm", "gedit", "evince", "okular",
-    "inkscape", "pdf_viewer", "gnome_terminal", "file_manager",
+    "inkscape", "pdf_viewer", "gnome_terminal", "file_manager", "xfce4_terminal",
 )
 BROWSERS = frozenset({"chrome", "chromium", "firefox"})
-TERMINAL = ("gnome_terminal", "xterm")  # a task that opens "a terminal" is served by either
+TERMINAL = ("gnome_terminal", "xterm", "xfce4_terminal")  # a task that opens "a terminal" is served by either
 PDF = ("pdf_viewer", "evince", "okular")  # any of them shows a PDF
 LIBREOFFICE = ("libreoffice_calc", "libreoffice_writer", "libreoffice_impress")
 
@@ -66,7 +66,7 @@ GUI_PROGRAMS: dict[str, tuple[str, ...]] = {
     "openshot": ("openshot",), "openshot-qt": ("openshot",), "thunderbird": ("thunderbird",),
     "zenity": ("zenity",), "xterm": ("xterm",), "gedit": ("gedit",), "evince": ("evince",),
     "okular": ("okular",), "inkscape": ("inkscape",), "firefox-esr": ("firefox",),
-    "gnome-terminal": ("gnome_terminal",), "nautilus": ("file_manager",), "thunar": ("file_manager",),
+    "gnome-terminal": ("gnome_terminal",), "xfce4-terminal": ("xfce4_terminal",), "nautilus": ("file_manager",), "thunar": ("file_manager",),
     "pcmanfm": ("file_manager",), "nemo": ("file_manager",), "x-terminal-emulator": TERMINAL,
 }
 SOFFICE_FLAGS = {"--calc": "libreoffice_calc", "--writer": "libreoffice_writer", "--impress": "libreoffice_impress"}

@@ -13,6 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from shinken.probes.final_receipt import alerts_of
+
 
 class ProbeDisplay:
     """A probe run's listener (probes.pipeline.ProbeListener) for a person: a live panel on
@@ -100,12 +102,16 @@ def final_table(doc: dict[str, Any]) -> Table:
     t.add_column("rewards", overflow="fold")
     for col in ("golden s", "forks s", "reward s"):
         t.add_column(col, justify="right", no_wrap=True)
+    named = doc["summary"].get("alerts") != "keep"
+    if named:
+        t.add_column("alerts", overflow="fold")
     for ln in doc["tasks"]:
         tm = ln["timings"]
         golden = f"{tm['golden_build_s']:.2f}" + ("*" if tm["golden_reused"] else "")
+        alerts = "; ".join(f"{a['app']}: {a['title']}" for a in alerts_of(ln)) or "-"
         t.add_row(ln["task_id"], ln["reason"] or "kept", ln.get("tier") or "-",
                   " ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
-                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]),
+                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]), *([alerts] if named else []),
                   style="green" if ln["outcome"] == "kept" else None)
     t.caption = "* golden reused from an earlier build"
     return t
@@ -120,6 +126,7 @@ def summary_text(doc: dict[str, Any]) -> str:
     reasons = ", ".join(f"{r} {n}" for r, n in s["by_reason"].items()) or "none"
     tiers = ", ".join(f"{t} {n}" for t, n in (s.get("by_tier") or {}).items())
     rate = s.get("tasks_per_hour")
-    return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + f", dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
+    alerts = f", {s['with_alerts']} with alerts" if s.get("with_alerts") and s.get("alerts") != "keep" else ""
+    return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + alerts + f", dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
             f"resumed {s.get('resumed', 0)}, infra retries {s.get('infra_retries', 0)}; "
             f"wall {s.get('wall_s', 0):.1f} s" + (f", {rate:,.0f} tasks/h" if rate else ""))

@@ -30,6 +30,7 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
         "dropped": len(dropped),
         "by_reason": {r: by_reason[r] for r in REASONS if by_reason[r]},
         "by_tier": {t: by_tier[t] for t in TIER_VALUES if by_tier[t]},
+        "with_alerts": sum(1 for ln in tasks if ln["outcome"] == "kept" and alerts_of(ln)),
         "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),
         "fork_s": round(sum(sum(ln["timings"]["fork_s"]) for ln in tasks), 3),
         "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
@@ -63,6 +64,20 @@ def decision_view(doc: dict[str, Any]) -> dict[str, Any]:
         "dropped": [(d["id"], d["reason"]) for d in doc["dropped"]],
         "rewards": {t["task_id"]: t["rewards"] for t in doc["tasks"]},
     }
+
+
+def alerts_of(line: dict[str, Any]) -> list[dict[str, str]]:
+    """The alerts a receipt line's start state shows (none for lines of older receipts)."""
+    return list((line.get("start_state") or {}).get("alerts") or [])
+
+
+def kept_alerts(receipt: dict[str, Any] | None) -> dict[str, list[str]]:
+    """Kept task id -> its start state's alerts as `app: title`, for the dataset rows
+    (`shinken_alerts`); empty when the probe ran with --alerts keep (kept silently)."""
+    if receipt is None or (receipt.get("summary") or {}).get("alerts") == "keep":
+        return {}
+    return {t["task_id"]: [f"{a['app']}: {a['title']}" for a in alerts_of(t)]
+            for t in receipt.get("tasks", []) if t.get("outcome") == "kept" and alerts_of(t)}
 
 
 def kept_tiers(receipt: dict[str, Any] | None) -> dict[str, str | None]:

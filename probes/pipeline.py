@@ -24,7 +24,7 @@ from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_execu
 from shinken.probes.final_receipt import build_receipt
 from shinken.probes.receipts import ReceiptLog
 from shinken.probes.rollouts import Rollout, load_rollouts
-from shinken.probes.runner import ProbeConfig, dropped_line
+from shinken.probes.runner import ALERT_MODES, ProbeConfig, dropped_line
 from shinken.schemas import read_json, write_json
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ class ProbeRequest:
     replay: Path | None = None
     retries: int = 3
     state_fidelity: str | None = None  # None: check the start state (tiers); "filesystem": accept losing processes
+    alerts: str = "flag"  # --alerts keep|flag|drop (probes.runner.ALERT_MODES)
     executor: str = "local"
     ray_address: str | None = None
     run_dir: Path | None = None
@@ -230,6 +231,8 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
         raise ShinkenError("--state-fidelity process_memory: checkpointing process memory needs CRIU, which does not "
                            "work on this kernel; drop the option (the default relaunches and checks the setup's "
                            "apps, or re-provisions) or pass --state-fidelity filesystem to skip the check")
+    if req.alerts not in ALERT_MODES:
+        raise ShinkenError(f"--alerts {req.alerts}: use keep, flag or drop")
     if req.state_fidelity not in (None, "filesystem"):
         raise ShinkenError(f"--state-fidelity {req.state_fidelity}: use filesystem, or leave it out")
     t0 = time.monotonic()
@@ -246,7 +249,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
                       setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
-                      engine_wait_s=req.engine_wait_s, judge=req.judge)
+                      engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts)
     probed = 0
     with ReceiptLog(run_dir) as log, contextlib.ExitStack() as stack:
         todo: list[Job] = []
@@ -293,6 +296,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             "concurrency": req.concurrency,
             "executor": ex.name,
             "state_fidelity": req.state_fidelity,
+            "alerts": req.alerts,
             "judge": req.judge.describe() if req.judge is not None else None,
         }
         doc = build_receipt(image_ref=req.image, image_id=image_id, task_ids=[b.id for b in p.bundles],

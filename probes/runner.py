@@ -22,15 +22,17 @@ from shinken.probes.receipts import LINE_SCHEMA
 from shinken.probes.rollouts import Rollout
 from shinken.runtime import utc_now
 from shinken.sandbox.api import Fork, Golden, Provider, RewardResult, SetupError, StartStateError
+from shinken.sandbox.desktop import Alert
 from shinken.tiers import Tier, probe_tiers
 
 REASONS = (
     "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
-    "blocked", "defective", "fidelity", "infra_error", "replay_mismatch",
+    "blocked", "defective", "fidelity", "infra_error", "replay_mismatch", "alert",
 )
+ALERT_MODES = ("keep", "flag", "drop")  # --alerts: what a start state that shows an alert gets
 REWARD_TOLERANCE = 1e-6  # rewards are printed with a few decimals; equal means equal to this
 MAX_PARALLEL_FORKS = 4  # no-op forks of one task run side by side (they are independent)
-START_STATE_PROCEDURE = 1  # bump when tier selection changes: earlier receipts are not reused
+START_STATE_PROCEDURE = 2  # bump when tier selection changes: earlier receipts are not reused
 START_PHASES = ("clean_s", "launch_s", "wait_s", "setup_s")  # what a tier adds to a plain fork
 
 
@@ -47,6 +49,9 @@ class ProbeConfig:
     engine_wait_s: float = 90.0  # how long a retry waits for a restarted engine to answer
     backoff_s: float = 1.0
     judge: JudgeConfig | None = None  # --judge-url/--judge-model: rewards' reward_judge reaches it
+    # --alerts: a start state showing an alert or first-run wizard is kept silently ("keep"), kept
+    # and named in the receipt detail, table, report and dataset rows ("flag"), or dropped ("drop").
+    alerts: str = "flag"
 
     def config_hash(self, rollouts: tuple[Rollout, ...] = ()) -> str:
         """Hash of the settings a result depends on (not concurrency or retries)."""
@@ -56,6 +61,7 @@ class ProbeConfig:
             "reward_timeout": self.reward_timeout,
             "rollouts": [[r.index, r.reward, [[c.name, c.arguments] for c in r.calls]] for r in rollouts],
             "start_state": START_STATE_PROCEDURE,
+            "alerts": self.alerts,
         }
         if self.judge is not None:  # absent otherwise: receipts of judge-less runs keep their hash
             doc["judge"] = self.judge.fingerprint()
@@ -86,6 +92,7 @@ class _Attempt:
     tier: Tier | None = None
     start_state: dict[str, Any] | None = None  # signature, what was checked, why a tier was passed over
     start_s: list[float] = field(default_factory=list)  # per computer: relaunch + window wait, or the full setup
+    alerts_named: bool = True  # --alerts flag: the kept detail names the start state's alerts
 
 
 # Removing a container takes 0.1-0.5 s (more with a desktop in it): done off the critical
@@ -313,6 +320,24 @@ def _reprovision_ahead(golden: Golden, tiers: list[Tier]) -> bool:
             and any(w.is_dialog for w in rec.windows))
 
 
+def _alerts(golden: Golden) -> tuple[Alert, ...]:
+    return golden.desktop.alerts if golden.desktop is not None else ()
+
+
+def _start_state(golden: Golden, *, checked: int, passed_over: list[str], computers: list[str]) -> dict[str, Any]:
+    """The receipt line's start_state: the golden's signature and windows, what was checked, the
+    alerts its start state shows."""
+    record = golden.desktop
+    return {
+        "signature": record.signature_hash() if record is not None else None,
+        "windows": [w.describe() for w in record.windows] if record is not None else [],
+        "checked": checked,
+        "passed_over": passed_over,
+        "computers": computers,
+        "alerts": [{"app": a.app, "title": a.title, "text": a.text} for a in _alerts(golden)],
+    }
+
+
 def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
     t0 = time.monotonic()
     k = max(1, cfg.repeats)
@@ -331,6 +356,15 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     att.golden_tag = golden.tag
     att.lost_processes = list(golden.lost_processes)
     own = provider.take_golden_computer(golden)
+    alerts = _alerts(golden)
+    att.alerts_named = cfg.alerts == "flag"
+    if alerts and cfg.alerts == "drop":
+        # Decided by the golden's record alone: no computer needs to be made for it.
+        if own is not None:
+            cleanup_later(own.close)
+        att.start_state = _start_state(golden, checked=0, passed_over=[], computers=[])
+        raise _Dropped("alert", "the start state shows " + "; ".join(f"alert {a.describe()}" for a in alerts)
+                       + " (--alerts drop)")
 
     # The best tier whose computers show what the setup left (shinken.tiers).
     tiers = probe_tiers(needs_relaunch=golden.needs_relaunch,
@@ -374,14 +408,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
                 run.exception()  # wait for it (and its cleanup) even when no tier took it
     if att.tier is None:
         raise _Dropped("fidelity", "no tier reproduces the start state the setup left: " + " | ".join(passed_over))
-    record = golden.desktop
-    att.start_state = {
-        "signature": record.signature_hash() if record is not None else None,
-        "windows": [w.describe() for w in record.windows] if record is not None else [],
-        "checked": checked,
-        "passed_over": passed_over,
-        "computers": computers,
-    }
+    att.start_state = _start_state(golden, checked=checked, passed_over=passed_over, computers=computers)
     for fork_s, reward_s, rr, start_s in results:
         att.fork_s.append(fork_s)
         att.reward_s.append(reward_s)
@@ -480,7 +507,13 @@ def _kept_detail(att: _Attempt) -> str:
     s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} computer(s){own}"
     if att.replay:
         s += f"; {len(att.replay)} replay(s) reproduce"
-    return s + f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
+    s += f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
+    alerts = (att.start_state or {}).get("alerts") or []
+    if alerts and att.alerts_named:
+        s += "; the start state shows " + "; ".join(
+            f"alert {a['app']} {a['title']!r}" + (f": {' '.join(a['text'].split())[:200]}" if a["text"] else "")
+            for a in alerts)
+    return s
 
 
 def tier_reason(att: _Attempt) -> str:

@@ -32,6 +32,7 @@ REASON_MEANING = {
     "fidelity": "the start state could not be reproduced faithfully on a fork",
     "infra_error": "the sandbox failed repeatedly; not the task's fault, not retried to success",
     "replay_mismatch": "a recorded rollout replayed on a fork did not earn its recorded reward",
+    "alert": "the start state shows an app's alert or first-run wizard (probe --alerts drop)",
 }
 TIER_MEANING = {
     "snapshot": "nothing the setup started was alive at commit: a filesystem fork is exact",

@@ -12,7 +12,7 @@ from typing import Any
 import shinken
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
-from shinken.probes.final_receipt import kept_tiers
+from shinken.probes.final_receipt import kept_alerts, kept_tiers
 from shinken.publish.inputs import Inputs
 from shinken.schemas import check_own
 from shinken.triage.codes import NOTE, severity
@@ -164,7 +164,9 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
     kept = inputs.kept_bundles()
     names = Names(name)
     tiers = kept_tiers(inputs.receipt.doc)  # as make-workspace writes them
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id)) for b in kept}
+    alerts = kept_alerts(inputs.receipt.doc)
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id), alerts=alerts.get(b.id))
+            for b in kept}
     s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
     splits: dict[str, list[dict[str, Any]]] = {
         "train": [rows[i] for i in s.train],

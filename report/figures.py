@@ -86,6 +86,10 @@ class ProbeFigures:
     timings: list[Timing]
     tiers: dict[str, int] | None  # None: the receipt's lines carry no tier yet
     state_fidelity: str | None
+    # Kept tasks whose start state shows an alert, per (app, alert title); None: not named
+    # (the probe ran with --alerts keep)
+    alerts: list[Row] | None = None
+    with_alerts: int = 0
 
 
 @dataclass
@@ -144,9 +148,20 @@ def probe_figures(doc: dict[str, Any]) -> ProbeFigures:
     tiers = dict(sorted(Counter(str(t.get("tier")) if t.get("tier") else "none" for t in lines).items())) \
         if has_tier else None
     s = doc["summary"]
+    by_alert: Counter[tuple[str, str]] = Counter()
+    with_alerts = 0
+    for t in lines:
+        found = {(a["app"], a["title"]) for a in (t.get("start_state") or {}).get("alerts") or []}
+        if t.get("outcome") == "kept" and found:
+            with_alerts += 1
+            by_alert.update(found)
+    alerts = None if s.get("alerts") == "keep" else [
+        Row(f"{app}: {title}", f"{app}: {title}", {"n": n})
+        for (app, title), n in sorted(by_alert.items(), key=lambda kv: (-kv[1], kv[0]))]
     return ProbeFigures(total=s["total"], kept=s["kept"], dropped=s["dropped"],
                         by_reason=dict(sorted(s["by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
-                        timings=timings, tiers=tiers, state_fidelity=s.get("state_fidelity"))
+                        timings=timings, tiers=tiers, state_fidelity=s.get("state_fidelity"),
+                        alerts=alerts, with_alerts=with_alerts)
 
 
 def bin_index(rate: float, bins: int) -> int:

@@ -138,6 +138,12 @@ class _Page:
         else:
             fid = f" (the probe ran with --state-fidelity {p.state_fidelity})" if p.state_fidelity else ""
             parts.append(f'<p class="note">Start-state tiers: this receipt records none{escape(fid)}.</p>')
+        if p.alerts:
+            parts.append(self.fig(f"Kept tasks whose start state shows an alert or first-run wizard: {p.with_alerts} "
+                                  "(tasks per app and alert title)",
+                                  svg.stacked_bars(p.alerts, COUNT_SERIES, "alert", "alerts")))
+        elif p.alerts is not None:
+            parts.append('<p class="note">Alerts: no kept task\'s start state shows an alert or first-run wizard.</p>')
         self.sections.append("".join(parts))
 
     def profile(self) -> None:

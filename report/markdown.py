@@ -58,6 +58,11 @@ def render_figures(f: Figures, level: int = 1) -> str:
             out += _table(["tier", "tasks"], [[k, n] for k, n in p.tiers.items()])
         else:
             out += ["Start-state tiers: not recorded by this probe receipt.", ""]
+        if p.alerts:
+            out += [f"{h}## Start states with alerts: {p.with_alerts} kept task(s)", ""]
+            out += _table(["app: alert title", "tasks"], [[r.label, r.parts["n"]] for r in p.alerts], numbers=(1,))
+        elif p.alerts is not None:
+            out += ["Alerts: no kept task's start state shows an alert or first-run wizard.", ""]
     if f.profile:
         pr = f.profile
         s, tot = pr.settings, pr.totals

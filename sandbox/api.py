@@ -147,6 +147,10 @@ class Golden:
     # Mock web: the sid the setup wrote (its hub state is recorded under it). Every fork gets a
     # sid of its own, and the record's relaunched command lines name the fork's sid instead.
     web_sid: str | None = None
+    # The build container's host name, given to every fork and re-provisioned computer: a
+    # terminal's title and prompt show it (`user@<host>: ~`), and so may whatever the setup wrote
+    # (LibreOffice's lock, Chromium's singleton). None: Docker's per-container default.
+    hostname: str | None = None
 
     @property
     def needs_relaunch(self) -> bool:
@@ -169,6 +173,7 @@ class Golden:
             "state_fidelity": self.state_fidelity,
             "desktop": self.desktop.to_json() if self.desktop is not None else None,
             "web_sid": self.web_sid,
+            "hostname": self.hostname,
         }
 
 

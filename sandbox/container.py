@@ -53,14 +53,15 @@ class UserIds:
 
 
 def start_container(api: Any, image_id: str, labels: dict[str, str], host_config: dict[str, Any], *,
-                    desktop: bool = False, ports: list[int] | None = None) -> str:
+                    desktop: bool = False, ports: list[int] | None = None, hostname: str | None = None) -> str:
     """Create and start a container (two API calls, no inspect); its id. With `desktop`,
     the desktop boots as the container's own command (see guest.DESKTOP_BOOT). `ports`: the
-    container's TCP ports the host config's port_bindings publish."""
+    container's TCP ports the host config's port_bindings publish. `hostname`: the container's
+    host name (a fork gets its golden's, see Golden.hostname); else Docker's (the short id)."""
     command = ["bash", "-c", guest.DESKTOP_BOOT] if desktop else ["sleep", "infinity"]
     try:
         c = api.create_container(image_id, command=command, labels=labels, host_config=host_config, detach=True,
-                                 ports=list(ports) if ports else None)
+                                 ports=list(ports) if ports else None, hostname=hostname)
     except docker.errors.ImageNotFound as exc:
         raise infra(f"image {image_id} is gone", exc) from None
     except docker.errors.APIError as exc:

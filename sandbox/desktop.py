@@ -37,6 +37,24 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Alert:
+    """An alert or first-run wizard the start state shows (an app's error, question, account
+    setup), read through AT-SPI at golden build: its window title and the text inside it."""
+
+    app: str
+    role: str
+    title: str
+    text: str = ""
+
+    def describe(self) -> str:
+        text = " ".join(self.text.split())
+        return f"{self.app} {self.title!r}" + (f": {text[:200]}" if text else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {"app": self.app, "role": self.role, "title": self.title, "text": self.text}
+
+
+@dataclass(frozen=True)
 class Root:
     """The top process of a process tree the setup started that was alive at commit."""
 
@@ -45,14 +63,20 @@ class Root:
     uid: int
     env: dict[str, str] | None  # None: unreadable at record time (the fork's session env is used)
     children: tuple[str, ...] = ()  # program names below it (soffice.bin under oosplash)
+    # A launcher the setup ran that handed its window to a D-Bus-activated service and exited
+    # (gnome-terminal -> gnome-terminal-server): relaunched as the setup ran it, expected to exit.
+    launcher: bool = False
 
     @property
     def command(self) -> str:
         return " ".join(self.argv)
 
     def to_json(self) -> dict[str, Any]:
-        return {"argv": list(self.argv), "cwd": self.cwd, "uid": self.uid, "env": self.env,
-                "children": list(self.children)}
+        doc: dict[str, Any] = {"argv": list(self.argv), "cwd": self.cwd, "uid": self.uid, "env": self.env,
+                               "children": list(self.children)}
+        if self.launcher:
+            doc["launcher"] = True
+        return doc
 
 
 @dataclass(frozen=True)
@@ -62,6 +86,8 @@ class DesktopRecord:
     active: str | None = None  # title of the focused window
     settled: bool = True  # False: the desktop was still changing when the record's time ran out
     processes: tuple[str, ...] = ()  # every process the setup left (command lines), for the receipt
+    # Alerts and first-run wizards among the windows (not part of the signature: the windows are).
+    alerts: tuple[Alert, ...] = ()
 
     @property
     def lost(self) -> list[str]:
@@ -82,7 +108,8 @@ class DesktopRecord:
 
     def to_json(self) -> dict[str, Any]:
         return {"roots": [r.to_json() for r in self.roots], "windows": [w.to_json() for w in self.windows],
-                "active": self.active, "settled": self.settled, "processes": list(self.processes)}
+                "active": self.active, "settled": self.settled, "processes": list(self.processes),
+                "alerts": [a.to_json() for a in self.alerts]}
 
     def renamed(self, old: str, new: str) -> "DesktopRecord":
         """The record with `old` replaced by `new` in the roots' command lines and environments
@@ -106,12 +133,14 @@ class DesktopRecord:
             raise ValueError(f"desktop record does not match schemas/desktop_record.schema.json: {err}")
         return cls(
             roots=tuple(Root(argv=tuple(r["argv"]), cwd=r.get("cwd"), uid=int(r["uid"]), env=r.get("env"),
-                             children=tuple(r.get("children") or ())) for r in doc.get("roots", [])),
+                             children=tuple(r.get("children") or ()), launcher=bool(r.get("launcher", False)))
+                   for r in doc.get("roots", [])),
             windows=tuple(sorted((Window(w["app"], w["role"], w["title"]) for w in doc.get("windows", [])),
                                  key=lambda w: (w.app, w.role, w.title))),
             active=doc.get("active"),
             settled=bool(doc.get("settled", True)),
             processes=tuple(doc.get("processes") or ()),
+            alerts=tuple(Alert(a["app"], a["role"], a["title"], a.get("text", "")) for a in doc.get("alerts") or ()),
         )
 
 

@@ -160,7 +160,7 @@ class DockerProvider:
                                    goldens.LABEL_GOLDEN: golden.image_id})
         t0 = time.monotonic()
         cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
-                              desktop=golden.needs_desktop)
+                              desktop=golden.needs_desktop, hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid), network=net)
         fork.tier = tier
         with self._lock:
@@ -214,13 +214,14 @@ class DockerProvider:
                             extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
                                    goldens.LABEL_GOLDEN: golden.image_id})
         cid = start_container(self.api, golden.base_image_id, labels,
-                              self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop)
+                              self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop,
+                              hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid))
         fork.tier = Tier.REPROVISION
         with self._lock:
             self._forks.add(fork)
         try:
-            _, _, rec = goldens.set_up(fork, bundle, deadline=t0 + setup_timeout)
+            _, _, _, rec = goldens.set_up(fork, bundle, deadline=t0 + setup_timeout)
             if self.web is not None and golden.network:
                 fork.web_sid = self.web.setup_sid(fork)  # the setup made its own: released on close
             if golden.desktop is not None:

@@ -23,7 +23,7 @@ from shinken.sandbox.policy import split_setup, task_needs
 if TYPE_CHECKING:
     from shinken.sandbox.docker_provider import DockerProvider
 
-GOLDEN_FORMAT = "3"  # bump when the build procedure changes: old goldens stop matching
+GOLDEN_FORMAT = "4"  # bump when the build procedure changes: old goldens stop matching
 LABEL_GOLDEN_FORMAT = "shinken.golden_format"
 LABEL_GOLDEN_META = "shinken.golden_meta"
 LABEL_GOLDEN = "shinken.golden"  # on forks: the golden image id they came from
@@ -78,6 +78,7 @@ def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any
     if meta.get("desktop") is not None:
         g.desktop = DesktopRecord.from_json(meta["desktop"])
     g.web_sid = (meta.get("web") or {}).get("sid") or None
+    g.hostname = meta.get("hostname") or None
     return g
 
 
@@ -86,17 +87,18 @@ def golden_tag(bundle: Bundle, base_id: str) -> str:
     return f"shinken-golden/{_tag_component(bundle.id)}:{h}"
 
 
-def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int, DesktopRecord]:
+def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int, str | None, DesktopRecord]:
     """Run the bundle's whole config on a fresh container (launch/open steps included; the
     desktop up first: setups drive the GUI, and its processes join the baseline) and record what
-    it left running and showing. Returns the numeric ids of `user` and the record."""
+    it left running and showing. Returns the numeric ids of `user`, the container's host name
+    (as the setup saw it) and the record."""
     # One exec: the desktop's boot waited for, the processes alive before the setup, the user's ids.
     wait = DESKTOP_UP_TIMEOUT_S if task_needs(bundle).desktop else None
     doc = start_state.baseline(box, wait_desktop=wait)
     uid, gid = int(doc["uid"]), int(doc["gid"])
     box.ids = UserIds(uid, gid)
     box.run_steps(bundle.setup, bundle, where="config", deadline=deadline)
-    return uid, gid, start_state.record(box)
+    return uid, gid, doc.get("hostname") or None, start_state.record(box)
 
 
 def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float, *,
@@ -116,14 +118,14 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
     box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop, judge=keep)
     handed_over = False
     try:
-        uid, gid, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
+        uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
         # Drop (or, when kept, move aside) the build container's X lock/socket and session files.
         # Without a desktop nothing of them is needed after the commit.
         hide = keep and needs.desktop
         snap = box.snapshot(clean="hide" if hide else "delete")
         build_seconds = time.monotonic() - t0
-        meta = {"uid": uid, "gid": gid, "lost_processes": rec.lost, "build_seconds": round(build_seconds, 3),
+        meta = {"uid": uid, "gid": gid, "hostname": hostname, "lost_processes": rec.lost, "build_seconds": round(build_seconds, 3),
                 "needs_desktop": needs.desktop, "network": needs.network, "web": web_state,
                 "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork],
                 "desktop": rec.to_json()}

@@ -4,8 +4,9 @@ Each rollout draws its outcome when the conversation starts, from a per-task lis
 seeded generator: `pass` (the task's script from scripted_policy), `fail` (a script that does
 the task wrongly, with partial credit where the reward gives it) or `kill` (the policy kills
 the rollout's fork container, so the server masks the rollout as an infrastructure failure).
-The first call of every rollout is `echo plan=<outcome>; hostname`: the conversation carries
-its own plan, and the hostname names the fork (a container's hostname is its short id).
+The first call of every rollout is `echo plan=<outcome>; <the container's id>`: the conversation
+carries its own plan, and the id names the fork (read from the engine's bind mounts in
+/proc/self/mountinfo: a fork's host name is its golden's, not its own short id).
 Whatever order Gym runs rollouts in, each task gets exactly its list of outcomes, so the pass
 counts a profile must find are known before the run.
 """
@@ -23,7 +24,8 @@ from typing import Any
 import scripted_policy as sp
 
 OUTCOMES = ("pass", "fail", "kill")
-_PLAN = re.compile(r"echo plan=(pass|fail|kill); hostname")
+CONTAINER_ID = r"sed -n 's|.*/containers/\([0-9a-f]\{64\}\)/.*|\1|p' /proc/self/mountinfo | head -n1"
+_PLAN = re.compile(r"echo plan=(pass|fail|kill); sed ")
 
 
 def _fail_hello(history: sp.History) -> sp.Call | None:
@@ -76,14 +78,14 @@ class ChancePolicy:
             self.handed[task] += 1
             return plan[i]
 
-    def _kill(self, task: str, hostname: str) -> None:
+    def _kill(self, task: str, cid: str) -> None:
         import docker
 
-        c = docker.from_env().containers.get(hostname)
+        c = docker.from_env().containers.get(cid)
         labels = c.labels or {}
         # Only ever the fork of this rollout: a shinken fork of this task.
         if labels.get("shinken.kind") != "fork" or labels.get("shinken.task") != task:
-            raise LookupError(f"{hostname} is not a fork of {task}: {labels}")
+            raise LookupError(f"{cid} is not a fork of {task}: {labels}")
         c.kill()
         with self._lock:
             self.killed.append(c.id)
@@ -92,7 +94,7 @@ class ChancePolicy:
         task = sp.task_of(input_items)
         history = sp.history(input_items)
         if not history:
-            return task, ("computer_exec", {"command": f"echo plan={self._draw(task)}; hostname"})
+            return task, ("computer_exec", {"command": f"echo plan={self._draw(task)}; {CONTAINER_ID}"})
         first = next(i for i in input_items if i.get("type") == "function_call")
         m = _PLAN.search(json.loads(first.get("arguments") or "{}").get("command", ""))
         if m is None:

@@ -22,6 +22,37 @@ DESKTOP_DEMOS = {
 }
 
 
+GNOME_TERMINAL = "97fe9fa2-e709-473f-9de6-56f532a9e128"
+XFCE_TERMINAL = "170ec754-806f-4336-a6c2-aa43ef1a0e51"
+XTERM = "1784994a-3e6a-4137-a271-67e1397d09ba"
+
+# Terminal tasks (the release's OS / shell class): task id -> (the app the terminal window belongs
+# to, a piece of its title, the tier it is kept at). Titles carry the host name (`user@<host>:
+# ~/logs`), which every fork shares with its golden; gnome-terminal hands its window to the
+# D-Bus-activated gnome-terminal-server and exits, so a fork runs the launcher again; xterm shows
+# nothing to AT-SPI, so its window comes from the window manager's list.
+TERMINAL_DEMOS = {
+    GNOME_TERMINAL: ("gnome-terminal-server", ": ~/logs", "relaunch"),
+    XFCE_TERMINAL: ("xfce4-terminal", ": ~/logs", "relaunch"),
+    XTERM: ("xterm", "user@", "relaunch"),
+}
+
+VLC = "9c7baf09-f5d8-4e3c-93a8-22335f2b775d"
+THUNDERBIRD = "e3bd8a69-ba20-48f2-a790-3ea60570c7c9"
+
+# Media and mail tasks whose apps used to come up with an alert in the task image (VLC's "Errors"
+# without an audio device; Thunderbird's "Account Setup" instead of the profile the setup wrote):
+# task id -> (a title every observation of its start state shows, the tier it is kept at).
+APP_DEMOS = {
+    VLC: ("clip.mp4 - VLC media player", "relaunch"),
+    # A relaunched Thunderbird sometimes opens its Home tab instead of the folder of its first start
+    # (one run of two): kept at relaunch, or at reprovision when its relaunched fork showed Home.
+    THUNDERBIRD: ("Local Folders - Mozilla Thunderbird", "relaunch|reprovision"),
+}
+
+ALL_DEMOS = (*DESKTOP_DEMOS, *TERMINAL_DEMOS, *APP_DEMOS)
+
+
 def salted_copy(dest, ids, repo):
     """A private copy of demo tasks with a salted reward.py: its goldens get their own bundle
     hash, so a test or benchmark may delete them without touching anyone else's."""

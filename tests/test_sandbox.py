@@ -28,7 +28,7 @@ pytestmark = pytest.mark.docker
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from tests.desktop_demos import DESKTOP_DEMOS  # noqa: E402
+from tests.desktop_demos import ALL_DEMOS  # noqa: E402
 
 DEMO = REPO / "demo"
 SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
@@ -96,7 +96,7 @@ DEMO_EXPECT = {
 
 def test_every_demo_bundle_is_covered() -> None:
     # the desktop demos need the CUA image's apps: tests/test_start_state.py runs them
-    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted([*DEMO_EXPECT, *DESKTOP_DEMOS])
+    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted([*DEMO_EXPECT, *ALL_DEMOS])
 
 
 @pytest.mark.parametrize("name", sorted(DEMO_EXPECT))

@@ -25,8 +25,10 @@ SYSTEM_PROMPT = (
 )
 
 
-def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | None = None) -> dict[str, Any]:
-    """`tier`: the probe's start-state tier for the task (shinken.tiers), None when unknown."""
+def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | None = None,
+             alerts: list[str] | None = None) -> dict[str, Any]:
+    """`tier`: the probe's start-state tier for the task (shinken.tiers), None when unknown;
+    `alerts`: the alerts its start state shows (`app: title`, probes.final_receipt.kept_alerts)."""
     instruction = bundle.instruction.strip()
     if not instruction:
         raise ShinkenError(f"{bundle.id}: the task has no instruction; drop it from the id list")
@@ -50,6 +52,8 @@ def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | No
         # How the server gives this task its start state (the engine checks it again at seed).
         "shinken_tier": tier,
     }
+    if alerts:  # absent when the start state shows none: rows of tasks without alerts stay as they were
+        row["shinken_alerts"] = list(alerts)
     check_row(row, where=bundle.id)
     return row
 

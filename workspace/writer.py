@@ -35,7 +35,7 @@ from shinken.images.build import DEFAULT_IMAGE
 from shinken.runtime import OWNER_MARKER, register_temp_dir, unregister_temp_dir, utc_now
 from shinken.schemas import write_json
 from shinken.swap import swap_into_place
-from shinken.probes.final_receipt import kept_tiers
+from shinken.probes.final_receipt import kept_alerts, kept_tiers
 from shinken.workspace import gym_config as gymcfg
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.evidence import Evidence, gather
@@ -216,9 +216,11 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     # The server seeds each task at the tier its probe verified; a probe run with --state-fidelity
     # filesystem chose unchecked forks, and so does its workspace.
     tiers = kept_tiers(listed.receipt)
+    alerts = kept_alerts(listed.receipt)
     if listed.receipt is not None and (listed.receipt.get("summary") or {}).get("state_fidelity") == "filesystem":
         engine = replace(engine, state_fidelity="filesystem")
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id))
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id),
+                                    alerts=alerts.get(b.id))
             for b in _for_rows(bundles, opts)}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)

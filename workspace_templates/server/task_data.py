@@ -44,3 +44,8 @@ class TaskData(BaseModel):
         description="How the probe made and checked this task's start state.",
         json_schema_extra={"consumed_by": ["metrics", "provenance"]},
     )
+    shinken_alerts: Optional[list[str]] = Field(
+        default=None,
+        description="Alerts and first-run wizards the task's start state shows (`app: title`), as the probe found them.",
+        json_schema_extra={"consumed_by": ["metrics", "provenance"]},
+    )
