@@ -6,6 +6,13 @@ Every configuration probes freshly generated bundles (a nonce in each), so every
 is built cold; the goldens made here are deleted at the end.
 
     .venv/bin/python benchmarks/bench_probe.py [--image IMAGE] [--cli N] [--sheet N]
+    .venv/bin/python benchmarks/bench_probe.py --probe-cost [--rounds R]
+
+--probe-cost: what the oracle and vandal probes add. One set of tasks (each with a golden_patch.py
+that solves it) is probed once with --probes noop (goldens built cold: a first probe of an export),
+then R rounds, in rotating order, of noop / noop,oracle / noop,vandal / noop,vandal,oracle on the
+goldens built (each in its own run dir, so nothing resumes). The extra wall time of a probe is
+reported against the warm noop run and against the cold first run.
 """
 
 from __future__ import annotations
@@ -44,13 +51,24 @@ print("REWARD: 1.0" if os.path.exists(p) and open(p).read().strip() == "hello" e
 """
 
 
-def make_tasks(root: Path, n_cli: int, n_sheet: int) -> None:
+CLI_ORACLE = "open('/home/user/hello.txt', 'w').write('hello\\n')\n"
+SHEET_ORACLE = """from openpyxl import load_workbook
+wb = load_workbook("/home/user/sales.xlsx"); ws = wb["Sales"]
+for row in ws.iter_rows(min_row=2):
+    row[3].value = row[1].value * row[2].value
+wb.save("/home/user/sales.xlsx")
+"""
+
+
+def make_tasks(root: Path, n_cli: int, n_sheet: int, oracles: bool = False) -> None:
     for i in range(n_cli):
         nonce = uuid.uuid4().hex
         d = root / f"cli-{i}"
         d.mkdir(parents=True)
         (d / "initial_setup.sh").write_text(CLI_SETUP.format(nonce=nonce))
         (d / "reward.py").write_text(CLI_REWARD.format(nonce=nonce))
+        if oracles:
+            (d / "golden_patch.py").write_text(CLI_ORACLE)
         (d / "config.json").write_text(json.dumps({
             "id": f"cli-{i}", "instruction": "Write hello into /home/user/hello.txt", "app_type": "os",
             "shinken_state_fidelity": "filesystem",
@@ -63,6 +81,8 @@ def make_tasks(root: Path, n_cli: int, n_sheet: int) -> None:
         d.mkdir(parents=True)
         (d / "initial_setup.py").write_text(SHEET_SETUP.format(rows=4 + i))
         (d / "reward.py").write_text(SHEET_REWARD.format(nonce=nonce))
+        if oracles:
+            (d / "golden_patch.py").write_text(SHEET_ORACLE)
         (d / "task.json").write_text(json.dumps({
             "id": f"sheet-{i}", "instruction": "Fill column D with Quantity * Unit Price",
             # A calc task brings the desktop up on every fork; declared explicitly so the
@@ -86,6 +106,60 @@ def run(image: str, base: Path, name: str, n_cli: int, n_sheet: int, *, concurre
         print(f"warning: {name}: {len(bad)} task(s) not kept: {[(t['task_id'], t['reason'], t['detail'][:120]) for t in bad]}",
               file=sys.stderr)
     return {"name": name, "wall": wall, "doc": doc, "n": len(doc["tasks"])}
+
+
+def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
+    import os
+
+    base = Path(tempfile.mkdtemp(prefix="shinken-bench-probe-cost-"))
+    root = base / "tasks"
+    make_tasks(root, n_cli, n_sheet, oracles=True)
+    sets = [("noop",), ("noop", "oracle"), ("noop", "vandal"), ("noop", "vandal", "oracle")]
+    walls: dict[tuple[str, ...], list[float]] = {p: [] for p in sets}
+    # Within each run (same load): seconds of the oracle / vandal step over the tasks' total seconds.
+    shares: dict[tuple[str, ...], list[tuple[float, float, float]]] = {p: [] for p in sets}
+    goldens: list[str] = []
+    loads = [os.getloadavg()[0]]
+
+    def one(probes: tuple[str, ...], tag: str) -> float:
+        req = ProbeRequest(task_root=root, image=image, run_dir=base / f"run-{tag}", repeats=2, concurrency=1,
+                           state_fidelity="filesystem", probes=probes)
+        t0 = time.monotonic()
+        doc = run_probe(req, executor=LocalExecutor(1))
+        wall = time.monotonic() - t0
+        goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+        if probes in shares:
+            tm = [t["timings"] for t in doc["tasks"]]
+            shares[probes].append((sum(x.get("oracle_s", 0.0) for x in tm), sum(x.get("vandal_s", 0.0) for x in tm),
+                                   sum(x["total_s"] for x in tm)))
+        bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
+        if bad:
+            print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
+        print(f"  {tag}: --probes {','.join(probes)}: {wall:.1f} s", flush=True)
+        return wall
+
+    try:
+        cold = one(("noop",), "cold")
+        for r in range(rounds):
+            for i in range(len(sets)):
+                p = sets[(i + r) % len(sets)]
+                walls[p].append(one(p, f"r{r}-{'-'.join(p)}"))
+            loads.append(os.getloadavg()[0])
+    finally:
+        cleanup(goldens)
+    med = {p: statistics.median(w) for p, w in walls.items()}
+    base_warm = med[("noop",)]
+    print()
+    print(f"probe cost ({n_cli} CLI + {n_sheet} spreadsheet tasks with oracles, repeats 2, concurrency 1, "
+          f"median of {rounds} round(s); load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores):")
+    print(f"  cold first probe (--probes noop, goldens built): {cold:.1f} s; warm noop: {base_warm:.1f} s")
+    for p in sets[1:]:
+        extra = med[p] - base_warm
+        print(f"  --probes {','.join(p):20s} {med[p]:6.1f} s: +{extra:.1f} s = {med[p] / base_warm:.2f}x warm noop, "
+              f"+{extra / cold * 100:.0f}% of the cold first probe")
+        o = sum(x[0] for x in shares[p]); v = sum(x[1] for x in shares[p]); tot = sum(x[2] for x in shares[p])
+        print(f"      within these runs: oracle step {o:.1f} s, vandal step {v:.1f} s of {tot:.1f} task-seconds "
+              f"(oracle {o / tot * 100:.0f}%, vandal {v / tot * 100:.0f}%; they run side by side)")
 
 
 def split(doc: dict, prefix: str) -> dict[str, float]:
@@ -115,7 +189,12 @@ def main() -> None:
     ap.add_argument("--image", default="shinken/sandbox-linux:latest")
     ap.add_argument("--cli", type=int, default=4)
     ap.add_argument("--sheet", type=int, default=4)
+    ap.add_argument("--probe-cost", action="store_true", help="measure the oracle and vandal probes' cost")
+    ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
+    if a.probe_cost:
+        probe_cost(a.image, a.cli, a.sheet, a.rounds)
+        return
     base = Path(tempfile.mkdtemp(prefix="shinken-bench-probe-"))
     results = {}
     goldens: list[str] = []

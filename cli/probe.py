@@ -21,6 +21,8 @@ EXAMPLES = [
     "shinken probe demo --ids ids.txt --replay rollouts.jsonl    # re-score recorded NeMo Gym rollouts",
     "shinken probe tasks --judge-url http://127.0.0.1:8000/v1 --judge-model qwen2.5-7b    # rewards that call reward_judge",
     "shinken probe data/cua-gym/tasks --hub shinken/hub:latest --triage out/triage.json    # web tasks too",
+    "shinken probe output/final --probes noop,oracle --receipt out/receipt.json    # golden_patch.py must pass its reward",
+    "shinken probe tasks --probes noop,oracle,vandal --oracle solutions/ --receipt out/receipt.json",
 ]
 
 
@@ -74,6 +76,8 @@ def probe(
                                                help="Hub image (`shinken hub build`) serving the mock web apps web tasks use.")] = None,
     mock_urls: Annotated[Optional[Path], typer.Option("--mock-urls", metavar="FILE",
                                                       help="Placeholders -> mock apps you run elsewhere (flat JSON or url_variables.json).")] = None,
+    oracle: Annotated[Optional[Path], typer.Option("--oracle", metavar="DIR", help="Per-task solution scripts (<task id>.py|.sh or <task id>/golden_patch.py), run like a bundle's own golden_patch.py.")] = None,
+    probes: Annotated[str, typer.Option("--probes", metavar="LIST", help="Probes to run, comma-separated: noop (always), oracle (a task's golden_patch.py or --oracle script must pass its reward), vandal (the reward must not pass with the setup's files removed or garbled). Default noop: each of the others adds ~15% to a first probe (docs/probe.md).")] = "noop",
     json_out: JsonFlag = False,
 ) -> None:
     """Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.
@@ -94,7 +98,8 @@ def probe(
         state_fidelity=state_fidelity.value if state_fidelity else None, alerts=alerts.value, executor=executor.value,
         ray_address=ray_address, run_dir=run_dir, reward_timeout=reward_timeout, setup_timeout=setup_timeout,
         judge=JudgeConfig.create(judge_url, judge_model),
-        hub=hub, mock_urls=mock_urls,
+        hub=hub, mock_urls=mock_urls, oracle=oracle,
+        probes=tuple(dict.fromkeys(p.strip() for p in probes.split(",") if p.strip())),
     )
     with ProbeDisplay(output.err, live=output.live) as display:
         doc = run_probe(req, display)

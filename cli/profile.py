@@ -36,7 +36,8 @@ def profile(
     """Profile tasks from NeMo Gym rollouts: pass rate per task, the band, a control sample.
 
     Reads `gym eval run --num-repeats K` output (several files and runs accumulate in --out)
-    and writes profile.json, band.json (tasks with min-pass < pass rate < max-pass) and
+    and writes solved.jsonl (one rollout per task that scored 1.0, for `probe --replay` and
+    `make-workspace --rollouts`), profile.json, band.json (tasks with min-pass < pass rate < max-pass) and
     control.json (a seeded sample of the measured tasks, as many as the band); both id files
     work with `make-workspace --ids`. Masked rollouts are excluded, never scored as failures.
     """
@@ -44,6 +45,7 @@ def profile(
     from shinken.profiles.display import render
     from shinken.profiles.run import BAND_FILE, CONTROL_FILE, OUTCOMES_FILE, PROFILE_FILE, ProfileRequest, \
         outcomes_jsonl, run_profile
+    from shinken.profiles.solved import SOLVED_FILE, solved_lines
     from shinken.schemas import write_bytes, write_json
 
     output = Output(json_out)
@@ -52,6 +54,8 @@ def profile(
         settings=Settings(min_pass=min_pass, max_pass=max_pass, pass_threshold=pass_threshold,
                           min_rollouts=min_rollouts, seed=seed, control=control)))
     write_bytes(out_dir / OUTCOMES_FILE, outcomes_jsonl(res.outcomes))
+    solved = solved_lines(res.outcomes)
+    write_bytes(out_dir / SOLVED_FILE, b"".join(line + b"\n" for line in solved))
     write_json(out_dir / BAND_FILE, res.band, "task_ids")
     if res.control is not None:
         write_json(out_dir / CONTROL_FILE, res.control, "task_ids")
@@ -69,4 +73,6 @@ def profile(
     if not res.band:
         output.warn("the band is empty: no task's pass rate lies strictly between --min-pass and --max-pass")
     output.note(f"profile written to {out_dir / PROFILE_FILE}; band: {len(res.band)} task(s) in {out_dir / BAND_FILE}"
-                + (f", control: {len(res.control)} in {out_dir / CONTROL_FILE}" if res.control is not None else ""))
+                + (f", control: {len(res.control)} in {out_dir / CONTROL_FILE}" if res.control is not None else "")
+                + f"; {len(solved)} solved rollout(s) to replay in {out_dir / SOLVED_FILE} (`shinken probe --replay`, "
+                  "then `make-workspace --rollouts`: full_reward verifier cases)")

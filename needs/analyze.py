@@ -221,7 +221,9 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     if bundle.reward_name in bundle.files:  # Bundle.reward_path is not None
         sources.append((bundle.reward_name, True))
     for name in sorted(bundle.files):
-        if name.startswith("initial_setup") and name.endswith((".py", ".sh")):
+        # The reference solution (pipeline exports) runs in the task machine too, so its needs
+        # count like a setup file's; it is never placed there as part of the start (the loader).
+        if (name.startswith("initial_setup") and name.endswith((".py", ".sh"))) or name == "golden_patch.py":
             sources.append((name, False))
     if sources and sources[0][1]:
         needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])

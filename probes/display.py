@@ -127,6 +127,8 @@ def summary_text(doc: dict[str, Any]) -> str:
     tiers = ", ".join(f"{t} {n}" for t, n in (s.get("by_tier") or {}).items())
     rate = s.get("tasks_per_hour")
     alerts = f", {s['with_alerts']} with alerts" if s.get("with_alerts") and s.get("alerts") != "keep" else ""
-    return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + alerts + f", dropped {s['dropped']} ({reasons}); probed {s.get('probed', 0)}, "
-            f"resumed {s.get('resumed', 0)}, infra retries {s.get('infra_retries', 0)}; "
+    checks = "".join(f"; {name} {', '.join(f'{o} {n}' for o, n in counts.items())}"
+                     for name, counts in (("oracle:", s.get("by_oracle")), ("vandal:", s.get("by_vandal"))) if counts)
+    return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + alerts + f", dropped {s['dropped']} ({reasons}){checks}; "
+            f"probed {s.get('probed', 0)}, resumed {s.get('resumed', 0)}, infra retries {s.get('infra_retries', 0)}; "
             f"wall {s.get('wall_s', 0):.1f} s" + (f", {rate:,.0f} tasks/h" if rate else ""))

@@ -16,6 +16,7 @@ from shinken.errors import EnvironmentProblem
 from shinken.fleet.nodes import DOCKER_RESOURCE, bundle_payload, docker_nodes, home_index, host_name
 from shinken.runtime import make_temp_dir, unregister_temp_dir
 from shinken.sandbox.ownership import LABEL_RUN, LABEL_TASK
+from shinken.probes.oracle import Oracle
 from shinken.probes.rollouts import Rollout
 from shinken.probes.runner import ProbeConfig, ProviderFactory, drain_cleanup, probe_task
 
@@ -29,6 +30,7 @@ OnRetry = Callable[[str, int, str], None]
 class Job:
     bundle: Bundle
     rollouts: tuple[Rollout, ...] = ()
+    oracle: Oracle | None = None  # the task's reference solution (golden_patch.py or --oracle DIR)
 
 
 def _take(jobs: Iterator[Job], free: int, stop: threading.Event) -> list[Job]:
@@ -61,7 +63,7 @@ class LocalExecutor:
             while True:
                 for job in _take(it, self.concurrency - len(running), stop):
                     running.add(pool.submit(probe_task, job.bundle, cfg, job.rollouts,
-                                            self.provider_factory, stop, on_retry))
+                                            self.provider_factory, stop, on_retry, job.oracle))
                 if not running:
                     return
                 done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -107,10 +109,11 @@ def materialized(payload: dict[str, Any], run_id: str | None = None) -> Iterator
         unregister_temp_dir(base)
 
 
-def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...]) -> dict[str, Any]:
+def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...],
+               oracle: Oracle | None = None) -> dict[str, Any]:
     try:
         with materialized(payload, cfg.run_id) as bundle:
-            return probe_task(bundle, cfg, rollouts)
+            return probe_task(bundle, cfg, rollouts, oracle=oracle)
     finally:
         drain_cleanup()  # a Ray worker may be stopped right after its last task
 
@@ -172,7 +175,7 @@ class RayExecutor:
             node = nodes[home_index(job.bundle.id, names)]
             ref = remote.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            ).remote(_bundle_payload(job.bundle), cfg, job.rollouts)
+            ).remote(_bundle_payload(job.bundle), cfg, job.rollouts, job.oracle)
             running[ref] = (job, attempt)
 
         try:
@@ -196,7 +199,8 @@ class RayExecutor:
                             from shinken.probes.runner import infra_line
 
                             on_result(infra_line(job.bundle, cfg, job.rollouts, attempt,
-                                                 f"ray task failed {attempt} time(s): {type(exc).__name__}: {str(exc)[:200]}"))
+                                                 f"ray task failed {attempt} time(s): {type(exc).__name__}: {str(exc)[:200]}",
+                                                 job.oracle))
         except BaseException:
             stop.set()
             for ref in running:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from shinken.probes.oracle import OUTCOMES as ORACLE_OUTCOMES
 from shinken.probes.runner import REASONS
+from shinken.probes.vandal import OUTCOMES as VANDAL_OUTCOMES
 from shinken.runtime import utc_now
 from shinken.schemas import check_own
 from shinken.tiers import TIER_VALUES
@@ -24,6 +26,8 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
                for ln in tasks if ln["outcome"] == "dropped"]
     by_reason = Counter(d["reason"] for d in dropped)
     by_tier = Counter(ln.get("tier") for ln in tasks if ln["outcome"] == "kept")
+    by_oracle = Counter((ln.get("oracle") or {}).get("outcome") for ln in tasks)
+    by_vandal = Counter((ln.get("vandal") or {}).get("outcome") for ln in tasks)
     summary: dict[str, Any] = {
         "total": len(tasks),
         "kept": len(kept),
@@ -31,6 +35,8 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
         "by_reason": {r: by_reason[r] for r in REASONS if by_reason[r]},
         "by_tier": {t: by_tier[t] for t in TIER_VALUES if by_tier[t]},
         "with_alerts": sum(1 for ln in tasks if ln["outcome"] == "kept" and alerts_of(ln)),
+        "by_oracle": {o: by_oracle[o] for o in ORACLE_OUTCOMES if by_oracle[o]},
+        "by_vandal": {o: by_vandal[o] for o in VANDAL_OUTCOMES if by_vandal[o]},
         "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),
         "fork_s": round(sum(sum(ln["timings"]["fork_s"]) for ln in tasks), 3),
         "reward_s": round(sum(sum(ln["timings"]["reward_s"]) for ln in tasks), 3),
@@ -78,6 +84,15 @@ def kept_alerts(receipt: dict[str, Any] | None) -> dict[str, list[str]]:
         return {}
     return {t["task_id"]: [f"{a['app']}: {a['title']}" for a in alerts_of(t)]
             for t in receipt.get("tasks", []) if t.get("outcome") == "kept" and alerts_of(t)}
+
+
+def kept_checks(receipt: dict[str, Any] | None) -> dict[str, tuple[str | None, str | None]]:
+    """Kept task id -> (oracle outcome, vandal outcome) its receipt line records (None: not run).
+    make-workspace and publish write these into the dataset rows (`shinken_oracle`, `shinken_vandal`)."""
+    if receipt is None:
+        return {}
+    return {t["task_id"]: ((t.get("oracle") or {}).get("outcome"), (t.get("vandal") or {}).get("outcome"))
+            for t in receipt.get("tasks", []) if t.get("outcome") == "kept"}
 
 
 def kept_tiers(receipt: dict[str, Any] | None) -> dict[str, str | None]:

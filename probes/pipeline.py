@@ -22,9 +22,10 @@ from shinken.errors import ShinkenError
 from shinken.judge.config import JudgeConfig
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
 from shinken.probes.final_receipt import build_receipt
+from shinken.probes.oracle import Oracle, bundle_oracle, oracle_dir
 from shinken.probes.receipts import ReceiptLog
 from shinken.probes.rollouts import Rollout, load_rollouts
-from shinken.probes.runner import ALERT_MODES, ProbeConfig, dropped_line
+from shinken.probes.runner import ALERT_MODES, DEFAULT_PROBES, PROBES, ProbeConfig, dropped_line
 from shinken.schemas import read_json, write_json
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class ProbeRequest:
     backoff_s: float = 1.0
     hub: str | None = None  # hub image serving the mock web apps (mockweb)
     mock_urls: Path | None = None  # placeholder map to mocks run elsewhere (or name bindings with hub)
+    oracle: Path | None = None  # --oracle DIR: per-task solution scripts (beside golden_patch.py in bundles)
+    probes: tuple[str, ...] = DEFAULT_PROBES  # --probes: noop always; oracle when a task has one; vandal
     # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
     engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
 
@@ -86,6 +89,7 @@ class Plan:
     bundles: list[Bundle]
     dropped: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (reason, detail), no Docker needed
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
+    oracles: dict[str, Oracle] = field(default_factory=dict)
     web: WebPlan | None = None  # when the run serves mock web apps
 
 
@@ -212,7 +216,24 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
     if unknown and req.ids is None:
         raise ShinkenError(f"{req.replay}: rollouts for {len(unknown)} task(s) not under {req.task_root}: "
                            f"{', '.join(unknown[:5])}")
-    return Plan(bundles, dropped, rollouts, web)
+    return Plan(bundles, dropped, rollouts, _oracles(req, bundles), web)
+
+
+def _oracles(req: ProbeRequest, bundles: list[Bundle]) -> dict[str, Oracle]:
+    """Task id -> its oracle: the --oracle DIR script, else the bundle's golden_patch.py. A bundle's
+    golden_patch.py that cannot be used (unreadable, binary, too large) leaves the task without one."""
+    if "oracle" not in req.probes:
+        return {}
+    out = oracle_dir(req.oracle, [b.id for b in bundles]) if req.oracle is not None else {}
+    for b in bundles:
+        if b.id not in out:
+            try:
+                found = bundle_oracle(b.id, b.path, b.files)
+            except ShinkenError:
+                found = None
+            if found is not None:
+                out[b.id] = found
+    return out
 
 
 def _web_plan(req: ProbeRequest) -> WebPlan | None:
@@ -233,6 +254,10 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
                            "apps, or re-provisions) or pass --state-fidelity filesystem to skip the check")
     if req.alerts not in ALERT_MODES:
         raise ShinkenError(f"--alerts {req.alerts}: use keep, flag or drop")
+    unknown = [x for x in req.probes if x not in PROBES]
+    if unknown or "noop" not in req.probes:
+        raise ShinkenError(f"--probes {','.join(req.probes)}: choose from {','.join(PROBES)}; noop is always part "
+                           "of a probe (it decides the start state)")
     if req.state_fidelity not in (None, "filesystem"):
         raise ShinkenError(f"--state-fidelity {req.state_fidelity}: use filesystem, or leave it out")
     t0 = time.monotonic()
@@ -249,7 +274,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
                       setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
-                      engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts)
+                      engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts, probes=tuple(req.probes))
     probed = 0
     with ReceiptLog(run_dir) as log, contextlib.ExitStack() as stack:
         todo: list[Job] = []
@@ -257,12 +282,13 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
         resumed = 0
         for b in p.bundles:
             ro = p.rollouts.get(b.id, ())
-            if log.finished(b.id, (b.bundle_hash, image_id, cfg.config_hash(ro))) is not None:
+            orc = p.oracles.get(b.id)
+            if log.finished(b.id, (b.bundle_hash, image_id, cfg.config_hash(ro, orc))) is not None:
                 resumed += 1
             elif b.id in p.dropped:
-                decided.append(dropped_line(b, cfg, *p.dropped[b.id], ro))
+                decided.append(dropped_line(b, cfg, *p.dropped[b.id], ro, orc))
             else:
-                todo.append(Job(b, ro))
+                todo.append(Job(b, ro, orc))
         web_session = _open_web(p, todo, req, run_dir.name, stack)
         ex = executor or make_executor(req.executor, req.concurrency, ray_address=req.ray_address,
                                        provider_factory=_web_factory(web_session, cfg))
@@ -298,6 +324,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             "state_fidelity": req.state_fidelity,
             "alerts": req.alerts,
             "judge": req.judge.describe() if req.judge is not None else None,
+            "probes": list(req.probes),
         }
         doc = build_receipt(image_ref=req.image, image_id=image_id, task_ids=[b.id for b in p.bundles],
                             lines=log.latest, run_info=run_info)

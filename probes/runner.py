@@ -18,7 +18,9 @@ import orjson
 
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
+from shinken.probes.oracle import Oracle, exit_code_of
 from shinken.probes.receipts import LINE_SCHEMA
+from shinken.probes import vandal as vandal_mod
 from shinken.probes.rollouts import Rollout
 from shinken.runtime import utc_now
 from shinken.sandbox.api import Fork, Golden, Provider, RewardResult, SetupError, StartStateError
@@ -27,13 +29,20 @@ from shinken.tiers import Tier, probe_tiers
 
 REASONS = (
     "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
-    "blocked", "defective", "fidelity", "infra_error", "replay_mismatch", "alert",
+    "blocked", "defective", "fidelity", "infra_error", "replay_mismatch", "alert", "oracle_fails",
+    "reward_passes_vandalism",
 )
 ALERT_MODES = ("keep", "flag", "drop")  # --alerts: what a start state that shows an alert gets
+PROBES = ("noop", "vandal", "oracle")  # probes a run may ask for (--probes); noop always runs
+# On by default only what costs under 15% more probe time (benchmarks/bench_probe.py --probe-cost):
+# the oracle and vandal probes each measured at +15% of a cold first probe and ~2x a warm one.
+DEFAULT_PROBES = ("noop",)
 REWARD_TOLERANCE = 1e-6  # rewards are printed with a few decimals; equal means equal to this
 MAX_PARALLEL_FORKS = 4  # no-op forks of one task run side by side (they are independent)
 START_STATE_PROCEDURE = 2  # bump when tier selection changes: earlier receipts are not reused
 START_PHASES = ("clean_s", "launch_s", "wait_s", "setup_s")  # what a tier adds to a plain fork
+ORACLE_PROCEDURE = 1  # bump when how an oracle is run or judged changes
+VANDAL_PROCEDURE = 1  # likewise for the vandal probe
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,9 @@ class ProbeConfig:
     # --alerts: a start state showing an alert or first-run wizard is kept silently ("keep"), kept
     # and named in the receipt detail, table, report and dataset rows ("flag"), or dropped ("drop").
     alerts: str = "flag"
+    probes: tuple[str, ...] = DEFAULT_PROBES  # --probes: which probes run (noop always)
 
-    def config_hash(self, rollouts: tuple[Rollout, ...] = ()) -> str:
+    def config_hash(self, rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None) -> str:
         """Hash of the settings a result depends on (not concurrency or retries)."""
         doc = {
             "repeats": self.repeats,
@@ -65,6 +75,10 @@ class ProbeConfig:
         }
         if self.judge is not None:  # absent otherwise: receipts of judge-less runs keep their hash
             doc["judge"] = self.judge.fingerprint()
+        if oracle is not None and "oracle" in self.probes:  # likewise for tasks without an oracle
+            doc["oracle"] = [oracle.sha256, ORACLE_PROCEDURE]
+        if "vandal" in self.probes:  # likewise for runs without the vandal probe
+            doc["vandal"] = VANDAL_PROCEDURE
         return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
@@ -93,6 +107,8 @@ class _Attempt:
     start_state: dict[str, Any] | None = None  # signature, what was checked, why a tier was passed over
     start_s: list[float] = field(default_factory=list)  # per computer: relaunch + window wait, or the full setup
     alerts_named: bool = True  # --alerts flag: the kept detail names the start state's alerts
+    oracle: dict[str, Any] | None = None  # the oracle run and its outcome (None: no oracle, or not reached)
+    vandal: dict[str, Any] | None = None  # the vandal probe's variants and outcome (None: not run or not reached)
 
 
 # Removing a container takes 0.1-0.5 s (more with a desktop in it): done off the critical
@@ -170,6 +186,8 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
             "fork_s": [round(x, 4) for x in att.fork_s],
             "reward_s": [round(x, 4) for x in att.reward_s],
             "replay_s": round(att.replay_s, 4),
+            "oracle_s": round(float((att.oracle or {}).get("s") or 0.0), 4),
+            "vandal_s": round(float((att.vandal or {}).get("s") or 0.0), 4),
             "start_s": [round(x, 4) for x in att.start_s],
             "total_s": round(total_s, 4),
         },
@@ -178,6 +196,8 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
         "lost_processes": att.lost_processes,
         "tier": att.tier.value if att.tier is not None else None,
         "start_state": att.start_state,
+        "oracle": att.oracle,
+        "vandal": att.vandal,
         "golden": att.golden_tag,
         "node": socket.gethostname(),
         "finished_at": utc_now(precise=True),
@@ -185,9 +205,9 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
 
 
 def dropped_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
-                 rollouts: tuple[Rollout, ...] = ()) -> dict[str, Any]:
+                 rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None) -> dict[str, Any]:
     """A receipt for a task decided without touching Docker (defective, blocked)."""
-    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts), reason=reason, detail=detail,
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts, oracle), reason=reason, detail=detail,
                  att=None, attempts=0, infra_errors=[], total_s=0.0)
 
 
@@ -271,6 +291,111 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         cleanup_later(fork.close)
 
 
+def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, oracle: Oracle,
+                tier: Tier) -> dict[str, Any]:
+    """Run the task's reference solution on a fresh computer at `tier` through the workspace's own
+    `computer_exec` tool (the calls a `full_reward` verifier case replays), then score it."""
+    from shinken.computer.tools import new_context, run_tool
+    from shinken.sandbox.api import InfraError
+
+    t0 = time.monotonic()
+    try:
+        fork = _computer(provider, golden, bundle, cfg, tier)
+    except SetupError as exc:
+        raise _Dropped("setup_error", f"post-fork replay (oracle): {_setup_detail(exc)}") from None
+    try:
+        ctx = new_context(fork)
+        answers = [run_tool(ctx, name, args) for name, args in oracle.calls()]
+        try:
+            rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
+        except SetupError as exc:
+            raise _Dropped("setup_error", f"postconfig (oracle): {_setup_detail(exc)}") from None
+    finally:
+        cleanup_later(fork.close)
+    if rr.error == "judge_error":
+        raise InfraError(f"oracle: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
+    err = rr.error if rr.error is not None else (None if rr.reward is not None else "no reward")
+    head, _, out = answers[0].partition("\n")
+    return {**oracle.to_json(), "outcome": None, "reward": rr.reward, "reward_error": err,
+            "exit_code": exit_code_of(head), "script_tail": _tail(out if out else head),
+            "reward_tail": _tail(rr.output_tail), "s": round(time.monotonic() - t0, 4)}
+
+
+def _vandal_variant(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier,
+                    variant: str, files: list[str]) -> tuple[list[str], RewardResult]:
+    """One vandal variant on its own computer: the files damaged (as root), then postconfig + reward."""
+    import json
+
+    from shinken.sandbox.api import InfraError
+
+    try:
+        fork = _computer(provider, golden, bundle, cfg, tier)
+    except SetupError as exc:
+        raise _Dropped("setup_error", f"post-fork replay (vandal {variant}): {_setup_detail(exc)}") from None
+    try:
+        if golden.touched is None:  # an older golden: the files written since its setup started
+            found = fork.exec(["python3", "-c", vandal_mod.SCAN, json.dumps(vandal_mod.scan_roots(bundle)),
+                               str(golden.setup_started), "400"], user="root", timeout=120)
+            if not found.ok:
+                raise InfraError(f"vandal {variant}: listing the setup's files failed: {_tail(found.output)}")
+            files = vandal_mod.targets(bundle, json.loads(found.output.strip().splitlines()[-1]))
+        res = fork.exec(["python3", "-c", vandal_mod.SCRIPT, variant, json.dumps(files)], user="root", timeout=120)
+        if not res.ok:
+            raise InfraError(f"vandal {variant}: damaging the files failed (exit {res.exit_code}): {_tail(res.output)}")
+        damaged = json.loads(res.output.strip().splitlines()[-1])
+        try:
+            rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
+        except SetupError as exc:
+            raise _Dropped("setup_error", f"postconfig (vandal {variant}): {_setup_detail(exc)}") from None
+        return damaged, rr
+    finally:
+        cleanup_later(fork.close)
+
+
+def _run_vandal(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier) -> dict[str, Any]:
+    """Both vandal variants side by side; the record the receipt line carries (outcome set here)."""
+    from shinken.sandbox.api import InfraError
+
+    t0 = time.monotonic()
+    if golden.touched is None and golden.setup_started is None:
+        return {"outcome": "vandal_not_recorded", "files": [], "rewards": {}, "errors": {}, "s": 0.0}
+    files = vandal_mod.targets(bundle, golden.touched) if golden.touched is not None else ["(scanned in the fork)"]
+    if not files:
+        return {"outcome": "vandal_no_files", "files": [], "rewards": {}, "errors": {}, "s": 0.0}
+    with ThreadPoolExecutor(max_workers=len(vandal_mod.VARIANTS), thread_name_prefix="vandal") as pool:
+        futs = {v: pool.submit(_vandal_variant, provider, golden, bundle, cfg, tier, v, files)
+                for v in vandal_mod.VARIANTS}
+        done = {v: f.result() for v, f in futs.items()}
+    damaged = sorted({p for d, _ in done.values() for p in d})
+    rewards: dict[str, float | None] = {}
+    errors: dict[str, str | None] = {}
+    for v, (_, rr) in done.items():
+        if rr.error == "judge_error":
+            raise InfraError(f"vandal {v}: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
+        rewards[v], errors[v] = rr.reward, rr.error
+    rec = {"outcome": "vandal_no_files", "files": damaged, "rewards": rewards, "errors": errors,
+           "s": round(time.monotonic() - t0, 4)}
+    if damaged:
+        rec["outcome"] = vandal_mod.judge(rewards)
+    return rec
+
+
+def _judge_oracle(rec: dict[str, Any], untouched: float) -> str:
+    """oracle_passes (1.0), oracle_partial (above the untouched start, below 1.0) or oracle_fails."""
+    r = rec["reward"]
+    if rec["reward_error"] is not None or r is None:
+        return "oracle_fails"
+    if r >= 1.0 - REWARD_TOLERANCE:
+        return "oracle_passes"
+    return "oracle_partial" if r > untouched + REWARD_TOLERANCE else "oracle_fails"
+
+
+def _oracle_detail(rec: dict[str, Any]) -> str:
+    ran = "timed out" if rec["exit_code"] is None else f"exit {rec['exit_code']}"
+    scored = f"reward {rec['reward']}" if rec["reward_error"] is None else f"reward {rec['reward_error']}"
+    return f"{rec['path'].rsplit('/', 1)[-1]} ({ran}) -> {scored}"
+
+
 def _score_own(own: Fork, bundle: Bundle, cfg: ProbeConfig) -> tuple[float, float, RewardResult, float]:
     """The no-op probe on the golden's own computer (its build container, still running as the
     setup left it): nothing to make or check, only postconfig + reward."""
@@ -338,7 +463,8 @@ def _start_state(golden: Golden, *, checked: int, passed_over: list[str], comput
     }
 
 
-def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt) -> None:
+def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt,
+             oracle: Oracle | None = None) -> None:
     t0 = time.monotonic()
     k = max(1, cfg.repeats)
     try:
@@ -435,6 +561,39 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         raise _Dropped("replay_mismatch",
                        f"{len(bad)}/{len(att.replay)} replays differ; rollout {r['rollout']} recorded {r['recorded']}, {why}")
 
+    tier = att.tier
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vandal-probe") as side:
+        vandal_run = side.submit(_run_vandal, provider, golden, bundle, cfg, tier) if "vandal" in cfg.probes else None
+        try:
+            _oracle_step(provider, golden, bundle, cfg, oracle, att, values[0])
+        finally:
+            failed = vandal_run.exception() if vandal_run is not None else None  # waits for its forks
+            if vandal_run is not None and failed is None:
+                att.vandal = vandal_run.result()  # recorded even when the oracle drops the task
+            elif failed is not None and is_infra(failed):
+                raise failed  # an infra failure anywhere voids the attempt
+        if failed is not None:
+            raise failed
+    if att.vandal is not None and att.vandal["outcome"] == "reward_passes_vandalism":
+        raise _Dropped("reward_passes_vandalism", "the reward reaches 1.0 when the files the setup made are "
+                       f"removed and when they hold garbage: {vandal_mod.describe(att.vandal)}")
+
+
+def _oracle_step(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, oracle: Oracle | None,
+                 att: _Attempt, untouched: float) -> None:
+    values = [untouched]
+    assert att.tier is not None
+    if oracle is not None and "oracle" in cfg.probes:
+        rec = _run_oracle(provider, golden, bundle, cfg, oracle, att.tier)
+        rec["outcome"] = _judge_oracle(rec, values[0])
+        att.oracle = rec
+        solved = any(r["match"] and r["reward"] is not None and r["reward"] >= 1.0 - REWARD_TOLERANCE
+                     for r in att.replay)
+        if rec["outcome"] == "oracle_fails" and not solved:
+            # Kept when a recorded rollout reached 1.0: then the reward can pass and the oracle is wrong.
+            raise _Dropped("oracle_fails", f"the reference solution does not pass the reward: {_oracle_detail(rec)} "
+                           f"(untouched start {values[0]}); reward output: {rec['reward_tail']}")
+
 
 ProviderFactory = Callable[[], Provider]
 
@@ -450,12 +609,13 @@ def default_provider_factory(run_id: str | None, judge: JudgeConfig | None = Non
 def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] = (),
                provider_factory: ProviderFactory | None = None,
                stop: threading.Event | None = None,
-               on_retry: Callable[[str, int, str], None] | None = None) -> dict[str, Any]:
+               on_retry: Callable[[str, int, str], None] | None = None,
+               oracle: Oracle | None = None) -> dict[str, Any]:
     """Probe one task and return its receipt line. Never raises for task or engine
     trouble: the outcome says what happened."""
-    config_hash = cfg.config_hash(rollouts)
+    config_hash = cfg.config_hash(rollouts, oracle)
     if not bundle.ok:
-        return dropped_line(bundle, cfg, "defective", bundle.why_defective(), rollouts)
+        return dropped_line(bundle, cfg, "defective", bundle.why_defective(), rollouts, oracle)
     factory = provider_factory or default_provider_factory(cfg.run_id, cfg.judge)
     t_start = time.monotonic()
     infra_errors: list[str] = []
@@ -467,7 +627,7 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
         provider = None
         try:
             provider = factory()
-            _attempt(provider, bundle, cfg, rollouts, att)
+            _attempt(provider, bundle, cfg, rollouts, att, oracle)
             reason, detail = None, _kept_detail(att)
         except _Dropped as v:
             reason, detail = v.reason, v.detail
@@ -507,6 +667,12 @@ def _kept_detail(att: _Attempt) -> str:
     s = f"untouched state scores {att.rewards[0]} on {len(att.rewards)} computer(s){own}"
     if att.replay:
         s += f"; {len(att.replay)} replay(s) reproduce"
+    if att.vandal is not None and att.vandal["outcome"].startswith("vandal_passes_"):
+        s += f"; flagged: the reward passes one vandal variant ({vandal_mod.describe(att.vandal)})"
+    if att.oracle is not None:
+        flag = {"oracle_partial": " (flagged: partial)",
+                "oracle_fails": " (the oracle fails, but a recorded rollout reached 1.0)"}.get(att.oracle["outcome"], "")
+        s += f"; oracle {_oracle_detail(att.oracle)}{flag}"
     s += f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
     alerts = (att.start_state or {}).get("alerts") or []
     if alerts and att.alerts_named:
@@ -533,7 +699,7 @@ def tier_reason(att: _Attempt) -> str:
 
 
 def infra_line(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], attempts: int,
-               detail: str) -> dict[str, Any]:
+               detail: str, oracle: Oracle | None = None) -> dict[str, Any]:
     """A receipt for a task the infrastructure never let us decide (retried next run)."""
-    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts), reason="infra_error",
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts, oracle), reason="infra_error",
                  detail=detail, att=None, attempts=attempts, infra_errors=[detail[:200]], total_s=0.0)

@@ -33,6 +33,8 @@ REASON_MEANING = {
     "infra_error": "the sandbox failed repeatedly; not the task's fault, not retried to success",
     "replay_mismatch": "a recorded rollout replayed on a fork did not earn its recorded reward",
     "alert": "the start state shows an app's alert or first-run wizard (probe --alerts drop)",
+    "oracle_fails": "the task's reference solution (golden_patch.py) does not pass its reward: no solution can",
+    "reward_passes_vandalism": "the reward reaches 1.0 with the setup's files removed and with them garbled",
 }
 TIER_MEANING = {
     "snapshot": "nothing the setup started was alive at commit: a filesystem fork is exact",
@@ -169,6 +171,12 @@ def _counts_section(prov: dict[str, Any]) -> list[str]:
         out += _table(("code", "tasks"), [(f"`{r}`", n) for r, n in c["triage_reason"].items()])
     out += ["", "Start-state tiers (from the probe receipt):", ""]
     out += _table(("tier", "tasks", "meaning"), [(f"`{t}`", n, TIER_MEANING.get(t, "")) for t, n in c["tier"].items()])
+    if any(k != "not_run" for k in (*c.get("oracle", {}), *c.get("vandal", {}))):
+        out += ["", "Reward checks (from the probe receipt): can the reference solution pass the reward (oracle), "
+                "can damage to the setup's files pass it (vandal); a partial or one-variant pass is kept and flagged "
+                "in the rows' `shinken_oracle` / `shinken_vandal`:", ""]
+        out += _table(("probe", "outcome", "tasks"),
+                      [(probe, f"`{o}`", n) for probe in ("oracle", "vandal") for o, n in c.get(probe, {}).items()])
     return out
 
 

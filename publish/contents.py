@@ -12,7 +12,7 @@ from typing import Any
 import shinken
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
-from shinken.probes.final_receipt import kept_alerts, kept_tiers
+from shinken.probes.final_receipt import kept_alerts, kept_checks, kept_tiers
 from shinken.publish.inputs import Inputs
 from shinken.schemas import check_own
 from shinken.triage.codes import NOTE, severity
@@ -64,6 +64,8 @@ def _dropped_row(entry: dict[str, Any], inputs: Inputs) -> dict[str, Any]:
         "bundle_hash": line["bundle_hash"],
         "rewards": list(line.get("rewards") or []),
         "tier": line.get("tier"),
+        "oracle": (line.get("oracle") or {}).get("outcome"),
+        "vandal": (line.get("vandal") or {}).get("outcome"),
     }
     check_own("dropped_row", row, f"the dropped row of {tid}")
     return row
@@ -73,6 +75,8 @@ def _counts(inputs: Inputs, splits: dict[str, list[dict[str, Any]]], dropped: li
     r = inputs.receipt
     lines = r.lines.values()
     tiers = Counter(str(ln.get("tier")) if ln.get("tier") is not None else "none" for ln in lines)
+    oracles = Counter((ln.get("oracle") or {}).get("outcome") or "not_run" for ln in lines)
+    vandals = Counter((ln.get("vandal") or {}).get("outcome") or "not_run" for ln in lines)
     counts: dict[str, Any] = {
         "tasks": r.summary["total"],
         "not_in_receipt": sum(1 for tid in inputs.bundles if tid not in r.lines),
@@ -81,6 +85,8 @@ def _counts(inputs: Inputs, splits: dict[str, list[dict[str, Any]]], dropped: li
         "reason": dict(sorted(Counter(d["reason"] for d in r.dropped).items())),
         "stage": dict(sorted(Counter(d["stage"] for d in dropped).items())),
         "tier": dict(sorted(tiers.items())),
+        "oracle": dict(sorted(oracles.items())),
+        "vandal": dict(sorted(vandals.items())),
         "verdict": None,
         "triage_reason": None,
     }
@@ -165,8 +171,9 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
     names = Names(name)
     tiers = kept_tiers(inputs.receipt.doc)  # as make-workspace writes them
     alerts = kept_alerts(inputs.receipt.doc)
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id), alerts=alerts.get(b.id))
-            for b in kept}
+    checks = kept_checks(inputs.receipt.doc)
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id), alerts=alerts.get(b.id),
+                                    checks=checks.get(b.id, (None, None))) for b in kept}
     s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
     splits: dict[str, list[dict[str, Any]]] = {
         "train": [rows[i] for i in s.train],

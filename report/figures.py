@@ -15,6 +15,12 @@ VERDICTS = ("runnable", "blocked", "defective")
 CLASSES = ("file_cli", "desktop_app", "mock_web")
 STAGES = (("golden_build_s", "golden build"), ("fork_s", "fork"), ("reward_s", "reward"))
 BLOCKING = {"blocked": "blocker", "defective": "defect"}  # verdict -> the severity that causes it
+ORACLE_ROWS = (("oracle_passes", "oracle passes"), ("oracle_partial", "oracle partial"),
+               ("oracle_fails", "oracle fails"), ("none", "no oracle run"))
+# vandal outcome -> series of the checks figure
+VANDAL_PARTS = {"vandal_resists": "resists", "vandal_passes_remove": "passes_one", "vandal_passes_garbage": "passes_one",
+                "reward_passes_vandalism": "passes_both"}
+VANDAL_SERIES = ("resists", "passes_one", "passes_both", "not_run")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class ProbeFigures:
     # (the probe ran with --alerts keep)
     alerts: list[Row] | None = None
     with_alerts: int = 0
+    checks: list[Row] | None = None  # tasks by oracle outcome (rows) and vandal outcome (parts); None: neither ran
 
 
 @dataclass
@@ -161,7 +168,21 @@ def probe_figures(doc: dict[str, Any]) -> ProbeFigures:
     return ProbeFigures(total=s["total"], kept=s["kept"], dropped=s["dropped"],
                         by_reason=dict(sorted(s["by_reason"].items(), key=lambda kv: (-kv[1], kv[0]))),
                         timings=timings, tiers=tiers, state_fidelity=s.get("state_fidelity"),
-                        alerts=alerts, with_alerts=with_alerts)
+                        alerts=alerts, with_alerts=with_alerts,
+                        checks=check_rows(lines))
+
+
+def check_rows(lines: list[dict[str, Any]]) -> list[Row] | None:
+    """Tasks by oracle outcome and vandal outcome (the tasks either probe ran on), or None."""
+    ran = [t for t in lines if t.get("oracle") or t.get("vandal")]
+    if not ran:
+        return None
+    grid: dict[str, Counter[str]] = {key: Counter() for key, _ in ORACLE_ROWS}
+    for t in ran:
+        row = (t.get("oracle") or {}).get("outcome") or "none"
+        grid[row][VANDAL_PARTS.get((t.get("vandal") or {}).get("outcome") or "", "not_run")] += 1
+    return [Row(key, label, {v: grid[key][v] for v in VANDAL_SERIES}) for key, label in ORACLE_ROWS
+            if sum(grid[key].values())]
 
 
 def bin_index(rate: float, bins: int) -> int:

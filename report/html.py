@@ -19,6 +19,8 @@ BAND_SERIES = [Series("too_hard", "too hard", "cross-red"), Series("band", "band
                Series("too_easy", "too easy", "hatch-amber"), Series("insufficient", "insufficient", "empty")]
 OUTCOME_SERIES = [Series("kept", "kept", "solid-green"), Series("dropped", "dropped", "hatch-amber")]
 COUNT_SERIES = [Series("n", "tasks", "solid-slate")]
+VANDAL_SERIES = [Series("resists", "vandal resists", "solid-green"), Series("passes_one", "passes one variant", "hatch-amber"),
+                 Series("passes_both", "passes both (dropped)", "dots-red"), Series("not_run", "vandal not run", "empty")]
 ROLLOUT_SERIES = [Series("n", "rollouts", "hatch-grey")]
 MAX_TASK_ROWS = 200
 
@@ -131,6 +133,12 @@ class _Page:
             "Seconds per stage: each tick one measurement, the box spans p50 to p90, the thick line is p50 "
             "(golden builds: only the goldens built in this run, not reused ones)",
             svg.timing_strips(p.timings, "time", "time per stage")))
+        if p.checks is not None:
+            parts.append(self.fig(
+                "Tasks by oracle outcome (rows) and vandal outcome (parts): can the work pass the reward, can damage",
+                svg.legend(VANDAL_SERIES, {s.key: sum(r.parts[s.key] for r in p.checks) for s in VANDAL_SERIES},
+                           "legend.checks"),
+                svg.stacked_bars(p.checks, VANDAL_SERIES, "checks", "oracle and vandal outcomes")))
         if p.tiers is not None:
             rows = [Row(k, k, {"n": n}) for k, n in p.tiers.items()]
             parts.append(self.fig("Start-state tiers (tasks; none = dropped before a tier was given)",

@@ -53,6 +53,12 @@ def render_figures(f: Figures, level: int = 1) -> str:
         out += _table(["stage", "n", "p50", "p90", "max"],
                       [[x.label, x.n, *(_s(x.quantile(q)) for q in (0.5, 0.9, 1.0))] if x.n
                        else [f"{x.label}: {x.empty}", 0, "-", "-", "-"] for x in p.timings])
+        if p.checks is not None:
+            from shinken.report.figures import VANDAL_SERIES
+
+            out += [f"{h}## Tasks by oracle and vandal outcome", ""]
+            out += _table(["oracle", *(v.replace("_", " ") for v in VANDAL_SERIES), "tasks"],
+                          [[r.label, *(r.parts[v] for v in VANDAL_SERIES), r.total] for r in p.checks])
         if p.tiers is not None:
             out += [f"{h}## Start-state tiers", ""]
             out += _table(["tier", "tasks"], [[k, n] for k, n in p.tiers.items()])

@@ -151,6 +151,12 @@ class Golden:
     # terminal's title and prompt show it (`user@<host>: ~`), and so may whatever the setup wrote
     # (LibreOffice's lock, Chromium's singleton). None: Docker's per-container default.
     hostname: str | None = None
+    # Paths the setup created or changed under home and the task folders (its diff against the base
+    # image; directories too). None: a golden built before this was recorded.
+    touched: list[str] | None = None
+    # When touched is None: the epoch second the setup started (an older golden, found again), so
+    # files written since can stand in for the diff.
+    setup_started: float | None = None
 
     @property
     def needs_relaunch(self) -> bool:

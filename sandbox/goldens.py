@@ -53,6 +53,9 @@ def find_golden(api: Any, bundle: Bundle, base_id: str) -> Golden | None:
     g = golden_from(bundle, img["Id"], base_id, meta)
     g.tag = next((t for t in img.get("RepoTags") or [] if t.startswith("shinken-golden/")), g.tag)
     g.reused = True
+    if g.touched is None and isinstance(img.get("Created"), int):
+        # Built before its files were recorded: the setup ran in the build_seconds before the commit.
+        g.setup_started = float(img["Created"]) - g.build_seconds - 2.0
     return g
 
 
@@ -79,7 +82,31 @@ def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any
         g.desktop = DesktopRecord.from_json(meta["desktop"])
     g.web_sid = (meta.get("web") or {}).get("sid") or None
     g.hostname = meta.get("hostname") or None
+    touched = meta.get("touched")
+    g.touched = [p for p in touched if isinstance(p, str)] if isinstance(touched, list) else None
     return g
+
+
+TOUCHED_ROOTS = ("/home/", "/root/", "/tmp/", "/opt/", "/srv/", "/mnt/", "/media/")
+MAX_TOUCHED = 400  # the golden's label carries them; the vandal probe needs the task's files, not all
+
+
+def setup_files(api: Any, container_id: str) -> list[str]:
+    """Paths the setup created or changed (the container's diff against its base image) where task
+    files live: home folders, /tmp, /opt, /srv, /mnt, /media; hidden ones (caches, app profiles, the
+    desktop session's sockets) and shinken's own files left out. What the vandal probe damages."""
+    try:
+        changes = api.diff(container_id) or []
+    except docker.errors.APIError as exc:
+        raise infra("listing the files the setup changed", exc) from None
+    out = []
+    for c in changes:
+        path = c.get("Path") if isinstance(c, dict) else None
+        if (not isinstance(path, str) or c.get("Kind") not in (0, 1) or not path.startswith(TOUCHED_ROOTS)
+                or "/." in path or "shinken" in path):
+            continue
+        out.append(path)
+    return sorted(out)[:MAX_TOUCHED]
 
 
 def golden_tag(bundle: Bundle, base_id: str) -> str:
@@ -119,6 +146,7 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
     handed_over = False
     try:
         uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
+        touched = setup_files(provider.api, box.id)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
         # Drop (or, when kept, move aside) the build container's X lock/socket and session files.
         # Without a desktop nothing of them is needed after the commit.
@@ -128,7 +156,7 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
         meta = {"uid": uid, "gid": gid, "hostname": hostname, "lost_processes": rec.lost, "build_seconds": round(build_seconds, 3),
                 "needs_desktop": needs.desktop, "network": needs.network, "web": web_state,
                 "replay": [s.to_json() for s in split_setup(bundle.setup)[1] + bundle.post_fork],
-                "desktop": rec.to_json()}
+                "desktop": rec.to_json(), "touched": touched}
         glabels = labels_for("golden", task=bundle.id, run=provider.run_id, owner=provider.owner,
                              extra={**extra, LABEL_GOLDEN_FORMAT: GOLDEN_FORMAT,
                                     LABEL_GOLDEN_META: json.dumps(meta, separators=(",", ":"))})

@@ -23,8 +23,11 @@ set -x
 # fork, and make-workspace turns what reproduced into a full-reward verifier case.
 # Concurrency 3 on 2 cores: the setups' own sleeps leave a core idle at 2, 4 runs out of CPU
 # (docs/tiers.md, "Probe throughput"; this probe: 45.7 s at 2, 39.9 s at 3, fresh goldens).
+# All three probes: the oracle-* tasks ship golden_patch.py (one solves, one half-solves, one's
+# reward reads the wrong path: dropped oracle_fails); the vandal-* rewards pay for removed or
+# garbled files (dropped reward_passes_vandalism); delete-the-file passes only `remove` (kept, flagged).
 "$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
-  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 3
+  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 3 --probes noop,oracle,vandal
 # The demo tasks were written for this repository and carry its license.
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --rollouts demo/solutions.jsonl --license Apache-2.0 --image "$IMAGE" --force

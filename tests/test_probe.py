@@ -340,6 +340,93 @@ def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
         assert sheet["kept"] == [SPREADSHEET] and sheet["tasks"][0]["rewards"] == [0.0, 0.0]
 
 
+ORACLE_DEMOS = ("oracle-solves", "oracle-half", "oracle-wrong-path")
+
+
+def test_oracle_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
+    """Pipeline-export bundles with golden_patch.py: the probe runs it on a fresh fork through
+    computer_exec after the start state is checked, then the reward. One solves (kept,
+    oracle_passes), one half-solves (kept, flagged oracle_partial with its reward), one whose
+    reward reads the wrong path (dropped oracle_fails with the reward's output); --oracle DIR
+    replaces a bundle's script; the default (--probes noop) skips the oracle and is a different setting."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(ORACLE_DEMOS) + "\n")
+    receipt = tmp_path / "receipt.json"
+    base = [str(demo_root), "--image", IMAGE, "--ids", str(ids), "--repeats", "1", "--concurrency", "3"]
+    r = cli(*base, "--probes", "noop,oracle", "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _receipt(receipt)
+    assert _outcomes(doc) == {"oracle-solves": "kept", "oracle-half": "kept", "oracle-wrong-path": "oracle_fails"}
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    assert all(t["rewards"] == [0.0] for t in doc["tasks"])
+    solves, half, wrong = (by_id[t]["oracle"] for t in ORACLE_DEMOS)
+    assert (solves["outcome"], solves["reward"], solves["exit_code"]) == ("oracle_passes", 1.0, 0)
+    assert "wrote /home/user/status.txt" in solves["script_tail"] and solves["source"] == "bundle"
+    assert (half["outcome"], half["reward"]) == ("oracle_partial", 0.5)
+    assert "oracle_partial" not in by_id["oracle-half"]["detail"] and "flagged: partial" in by_id["oracle-half"]["detail"]
+    assert (wrong["outcome"], wrong["reward"]) == ("oracle_fails", 0.0)
+    assert "/home/user/Documents/report.txt: missing or wrong" in by_id["oracle-wrong-path"]["detail"]
+    assert doc["summary"]["by_oracle"] == {"oracle_passes": 1, "oracle_partial": 1, "oracle_fails": 1}
+    assert doc["summary"]["by_reason"] == {"oracle_fails": 1}
+    assert "oracle: oracle_passes 1, oracle_partial 1, oracle_fails 1" in r.stdout  # the summary line
+    assert all(t["timings"]["oracle_s"] > 0 for t in doc["tasks"])
+    # --oracle DIR: a script of the user's replaces the bundle's (this one writes where the reward reads).
+    od = tmp_path / "oracles"
+    od.mkdir()
+    (od / "oracle-wrong-path.py").write_text(
+        "import os\nos.makedirs('/home/user/Documents', exist_ok=True)\n"
+        "open('/home/user/Documents/report.txt', 'w').write('ok')\n")
+    r = cli(*base, "--probes", "noop,oracle", "--oracle", str(od), "--run-dir", str(tmp_path / "run"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc2 = json.loads(r.stdout)
+    assert doc2["summary"]["resumed"] == 2 and doc2["summary"]["probed"] == 1  # only its oracle changed
+    line = {t["task_id"]: t for t in doc2["tasks"]}["oracle-wrong-path"]
+    assert line["outcome"] == "kept" and line["oracle"]["outcome"] == "oracle_passes"
+    assert line["oracle"]["source"] == "oracle_dir"
+    # The default (--probes noop): no oracle runs (and the earlier receipts do not settle these settings).
+    r = cli(*base, "--run-dir", str(tmp_path / "run"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc3 = json.loads(r.stdout)
+    assert doc3["kept"] == list(ORACLE_DEMOS) and all(t["oracle"] is None for t in doc3["tasks"])
+    assert doc3["summary"]["probed"] == 3
+    bad = cli(*base, "--probes", "noop,fuzz", "--run-dir", str(tmp_path / "run"))
+    assert bad.returncode == 2 and "--probes" in bad.stderr and "Traceback" not in bad.stderr
+
+
+VANDAL_DEMOS = ("vandal-except-pass", "vandal-absent-check", "delete-the-file", "oracle-solves")
+
+
+def test_vandal_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
+    """--probes noop,vandal,oracle: the files the setup made (the golden's diff against the base image)
+    removed in one fork and garbled in another. Rewards that pay for that in both (an `except:` that
+    prints 1.0, a check that only tests something is absent) are dropped with the files named; the
+    legitimate "delete the file" task passes only `remove` and is kept, flagged; a sound reward resists."""
+    ids = tmp_path / "ids.txt"
+    ids.write_text("\n".join(VANDAL_DEMOS) + "\n")
+    receipt = tmp_path / "receipt.json"
+    r = cli(str(demo_root), "--image", IMAGE, "--ids", str(ids), "--repeats", "1", "--concurrency", "2",
+            "--probes", "noop,vandal,oracle", "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = _receipt(receipt)
+    assert _outcomes(doc) == {"vandal-except-pass": "reward_passes_vandalism",
+                              "vandal-absent-check": "reward_passes_vandalism",
+                              "delete-the-file": "kept", "oracle-solves": "kept"}
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    v = {t: by_id[t]["vandal"] for t in VANDAL_DEMOS}
+    assert v["vandal-except-pass"]["files"] == ["/home/user/people.csv"]
+    assert v["vandal-except-pass"]["rewards"] == {"remove": 1.0, "garbage": 1.0}
+    assert "/home/user/people.csv" in by_id["vandal-except-pass"]["detail"]
+    assert v["vandal-absent-check"]["files"] == ["/home/user/app.conf"]
+    assert v["delete-the-file"]["outcome"] == "vandal_passes_remove"
+    assert v["delete-the-file"]["files"] == ["/home/user/cache/README.txt", "/home/user/cache/old.bin"]
+    assert v["delete-the-file"]["rewards"] == {"remove": 1.0, "garbage": 0.0}
+    assert "flagged: the reward passes one vandal variant" in by_id["delete-the-file"]["detail"]
+    assert v["oracle-solves"]["outcome"] == "vandal_resists" and v["oracle-solves"]["files"] == ["/home/user/status.txt"]
+    assert by_id["oracle-solves"]["oracle"]["outcome"] == "oracle_passes"
+    assert doc["summary"]["by_vandal"] == {"vandal_resists": 1, "vandal_passes_remove": 1, "reward_passes_vandalism": 2}
+    assert doc["summary"]["probes"] == ["noop", "vandal", "oracle"]
+
+
 def _generated_set(root: Path) -> tuple[dict[str, str], Path, Path]:
     """Bundles covering every outcome the probe decides itself, plus a triage report and
     recorded rollouts. Returns (expected outcome per task, triage path, rollouts path)."""

@@ -125,6 +125,24 @@ def test_cli_writes_profile_band_control_and_accumulates(tmp_path: Path) -> None
     assert json.loads(r.stdout)["tasks"] == doc["tasks"] and not (out / "control.json").exists()
 
 
+def test_solved_rollouts_become_a_replay_file(tmp_path: Path) -> None:
+    """solved.jsonl: one rollout per task that scored 1.0 (not masked, with tool calls), as Gym wrote
+    it, readable by `shinken probe --replay` (probes.rollouts) with the recorded reward."""
+    from shinken.probes.rollouts import load_rollouts
+
+    out = tmp_path / "prof"
+    r = shinken("profile", str(RUN1), "--task-root", str(DEMO), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "solved rollout(s) to replay" in r.stderr
+    rows = [json.loads(x) for x in (out / "solved.jsonl").read_text().splitlines()]
+    want = {d["task_id"] for d in _lines(RUN1) if d["reward"] >= 1.0 and not d.get("mask_sample")
+            and any(o.get("type") == "function_call" for o in d["response"]["output"])}
+    assert want and [d["task_id"] for d in rows] == sorted(want)
+    assert all(check_with_jsonschema("gym_rollout", d) == [] for d in rows)
+    replays = load_rollouts(out / "solved.jsonl")
+    assert set(replays) == want and all(len(v) == 1 and v[0].reward == 1.0 and v[0].calls for v in replays.values())
+
+
 def test_a_stale_bundle_is_excluded(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     shutil.copytree(DEMO, root)

@@ -395,6 +395,35 @@ def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:
            EXIT_USAGE, "did not keep")
 
 
+def test_oracle_and_vandal_outcomes_reach_rows_dropped_split_and_card(tmp_path: Path) -> None:
+    """No Docker: the recorded demo receipt with oracle and vandal outcomes added the way the probe
+    writes them; the rows carry shinken_oracle / shinken_vandal, the provenance counts them and the
+    card has the reward-checks table."""
+    doc = json.loads((REPO / "tests" / "data" / "demo_receipt.json").read_text())
+    kept = [t for t in doc["tasks"] if t["outcome"] == "kept"]
+    first = kept[0]
+    first["oracle"] = {"source": "bundle", "path": "/x/golden_patch.py", "sha256": "0" * 64, "outcome": "oracle_passes",
+                       "reward": 1.0, "reward_error": None, "exit_code": 0, "script_tail": "", "reward_tail": "", "s": 1.0}
+    first["vandal"] = {"outcome": "vandal_passes_remove", "files": ["/home/user/a"], "rewards": {"remove": 1.0,
+                       "garbage": 0.0}, "errors": {}, "s": 1.0}
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    p = _run(["publish", "--repo-id", "team/checked", "--receipt", str(receipt), "--task-root", str(REPO / "demo"),
+              "--license", "apache-2.0", "--local-dir", str(out), "--json"])
+    assert p.returncode == 0, p.stderr
+    rows = {r["task_id"]: r for split in ("train", "validation") for r in _jsonl((out / "data" / f"{split}.jsonl").read_bytes())}
+    assert (rows[first["task_id"]]["shinken_oracle"], rows[first["task_id"]]["shinken_vandal"]) == \
+        ("oracle_passes", "vandal_passes_remove")
+    assert all(r["shinken_oracle"] is None for tid, r in rows.items() if tid != first["task_id"])
+    counts = json.loads((out / "provenance.json").read_text())["counts"]
+    assert counts["oracle"] == {"not_run": len(doc["tasks"]) - 1, "oracle_passes": 1}
+    card = (out / "README.md").read_text()
+    assert "Reward checks" in card and "| oracle | `oracle_passes` | 1 |" in card
+    assert "| vandal | `vandal_passes_remove` | 1 |" in card
+    assert all(d["oracle"] is None for d in _jsonl((out / "data" / "dropped.jsonl").read_bytes()))
+
+
 @pytest.mark.docker
 def test_card_does_not_depend_on_docker_answering(demo_run, hub: HubServer, tmp_path: Path) -> None:
     """An unchanged re-publish compares the card's bytes, so the image content hash must not

@@ -110,6 +110,32 @@ def test_tiers_are_counted_when_the_receipt_has_them(inputs: dict, tmp_path: Pat
     assert "not recorded" in shinken("report", "--receipt", str(path), "--md", "-").stdout
 
 
+def test_oracle_and_vandal_outcomes_figure(inputs: dict, tmp_path: Path) -> None:
+    """Tasks by oracle outcome (rows) and vandal outcome (parts), in the Markdown and on the page."""
+    receipt = json.loads(json.dumps(inputs["receipt"]))
+    kept = [t for t in receipt["tasks"] if t["outcome"] == "kept"]
+    sha = "0" * 64
+    oracle = {"source": "bundle", "path": "/x/golden_patch.py", "sha256": sha, "reward": 1.0, "reward_error": None,
+              "exit_code": 0, "script_tail": "", "reward_tail": "", "s": 1.0}
+    kept[0]["oracle"] = {**oracle, "outcome": "oracle_passes"}
+    kept[0]["vandal"] = {"outcome": "vandal_resists", "files": ["/home/user/a"], "rewards": {}, "errors": {}, "s": 1.0}
+    kept[1]["oracle"] = {**oracle, "outcome": "oracle_partial", "reward": 0.5}
+    kept[1]["vandal"] = {**kept[0]["vandal"], "outcome": "vandal_passes_remove"}
+    kept[2]["vandal"] = {**kept[0]["vandal"], "outcome": "reward_passes_vandalism"}
+    path = tmp_path / "receipt.json"
+    path.write_text(json.dumps(receipt))
+    md = shinken("report", "--receipt", str(path), "--md", "-")
+    assert md.returncode == 0, md.stderr
+    assert "| oracle passes | 1 | 0 | 0 | 0 | 1 |" in md.stdout
+    assert "| oracle partial | 0 | 1 | 0 | 0 | 1 |" in md.stdout
+    assert "| no oracle run | 0 | 0 | 1 | 0 | 1 |" in md.stdout and "oracle fails" not in md.stdout
+    page = shinken("report", "--receipt", str(path), "--html", str(tmp_path / "r.html"))
+    assert page.returncode == 0, page.stderr
+    assert "oracle and vandal outcome" in (tmp_path / "r.html").read_text()
+    # A receipt without either probe has no such figure.
+    assert "oracle and vandal" not in shinken("report", "--receipt", str(inputs["paths"]["receipt"]), "--md", "-").stdout
+
+
 @pytest.mark.parametrize("args,message", [
     (["--html", "{tmp}/r.html"], "nothing to report"),
     (["--triage", "{triage}"], "no output"),

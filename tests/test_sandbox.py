@@ -94,9 +94,15 @@ DEMO_EXPECT = {
 }
 
 
+# The oracle and vandal probe demos (golden_patch.py, rewards that pay for damage): tests/test_probe.py's
+# test_oracle_probe and test_vandal_probe build their goldens, fork them and score them.
+CHECK_DEMOS = ("oracle-solves", "oracle-half", "oracle-wrong-path", "vandal-except-pass", "vandal-absent-check",
+               "delete-the-file")
+
+
 def test_every_demo_bundle_is_covered() -> None:
     # the desktop demos need the CUA image's apps: tests/test_start_state.py runs them
-    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted([*DEMO_EXPECT, *ALL_DEMOS])
+    assert sorted(p.name for p in DEMO.iterdir() if p.is_dir()) == sorted([*DEMO_EXPECT, *ALL_DEMOS, *CHECK_DEMOS])
 
 
 @pytest.mark.parametrize("name", sorted(DEMO_EXPECT))

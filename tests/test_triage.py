@@ -545,6 +545,28 @@ def test_a_pipeline_export_is_mock_web_and_blocked_by_its_hosts(tmp_path: Path) 
     assert p.returncode == 2 and "not an http" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_golden_patch_needs_count_but_it_is_never_part_of_the_start(tmp_path: Path, caps: Capabilities) -> None:
+    """A pipeline export's reference solution runs in the task machine (the oracle probe), so what it
+    needs counts like a setup file's; but no setup step places it, and the loader never does."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.sandbox.policy import split_setup
+
+    folder = tmp_path / "run" / "output" / "final" / "calc_fix_001"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(orjson.dumps({
+        "id": "calc_fix_001", "instruction": "Fix the sum in /home/user/a.txt", "app_type": "os",
+        "config": [{"type": "execute", "parameters": {"command": "python3 golden_patch.py; echo 1 > /home/user/a.txt"}}],
+        "evaluator": {"type": "python", "url": "./reward.py"}}))
+    (folder / "reward.py").write_text("print('REWARD: 0.0')\n")
+    (folder / "golden_patch.py").write_text("import torch_nonexistent_module\n")
+    t = {x["id"]: x for x in triage_root(tmp_path / "run", caps, use_cache=False).tasks}["calc_fix_001"]
+    missing = {(r["code"], r["subject"]) for r in t["reasons"] if r["code"] == "missing_python_module"}
+    assert missing == {("missing_python_module", "torch_nonexistent_module")} and t["verdict"] == "blocked", t
+    b = load_bundle(folder)
+    placed = [f["url"] for s in b.setup if s.type == "download" for f in s.parameters.get("files", [])]
+    assert "./golden_patch.py" not in placed and not any("golden_patch" in str(s.parameters) for s in split_setup(b.setup)[1])
+
+
 def test_cli_json_class_filter_and_bad_input(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     env = {"SHINKEN_CACHE_DIR": str(tmp_path / "cache")}

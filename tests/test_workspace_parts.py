@@ -245,6 +245,62 @@ def test_verifier_cases_come_from_the_receipt_and_the_replayed_rollouts(tmp_path
         assert c["request"].get("agent_ref", {}).get("name") == "shinken_cua_simple_agent"
 
 
+def _oracle(path: Path, outcome: str, reward: float, text: str = "open('/home/user/x', 'w').write('hi')\n") -> dict:
+    import hashlib
+
+    path.write_text(text)
+    return {"source": "oracle_dir", "path": str(path), "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "outcome": outcome, "reward": reward, "reward_error": None, "exit_code": 0, "script_tail": "",
+            "reward_tail": f"REWARD: {reward}", "s": 1.0}
+
+
+def test_full_reward_cases_from_oracles_without_rollouts(tmp_path: Path, evidence_root: Path) -> None:
+    """No recorded rollouts: tasks whose oracle scored 1.0 in the probe become full_reward cases whose
+    response runs that very script through computer_exec; a partial or changed oracle does not."""
+    from shinken.probes.oracle import read_oracle
+
+    od = tmp_path / "oracles"
+    od.mkdir()
+    lines = [
+        _line("a", [0.0, 0.0], oracle=_oracle(od / "a.py", "oracle_passes", 1.0)),
+        _line("b", [0.0, 0.0], oracle=_oracle(od / "b.py", "oracle_partial", 0.5)),
+        _line("c", [0.0, 0.0], oracle=_oracle(od / "c.py", "oracle_passes", 1.0)),
+        _line("d", [0.0, 0.0]),
+        _line("e", [0.0, 0.0]),
+    ]
+    (od / "c.py").write_text("print('changed after the probe')\n")
+    receipt = _receipt(tmp_path / "receipt.json", lines)
+    res = make_workspace(WorkspaceOptions(dest=tmp_path / "ws", task_root=evidence_root, ids_file=receipt,
+                                          license="MIT"))
+    cases = _jsonl(tmp_path / "ws" / SERVER / "tests" / "verifier_cases.jsonl")
+    (full,) = [c for c in cases if c["kind"] == "full_reward"]
+    assert full["request"]["task_id"] == "a" and full["expected_reward"] == 1.0
+    calls = [(o["name"], json.loads(o["arguments"])) for o in full["request"]["response"]["output"]]
+    assert calls == read_oracle("a", od / "a.py", "oracle_dir").calls()
+    assert calls[0][0] == "computer_exec" and "open('/home/user/x', 'w').write('hi')" in calls[0][1]["command"]
+    assert res.verifier_cases["full_reward"] == 1 and res.verifier_cases["determinism"] == 1
+    assert any("c:" in n and "changed since the probe" in n for n in res.notes)
+
+
+def test_oracle_command_runs_the_script_and_keeps_its_status(tmp_path: Path) -> None:
+    """The command an oracle run sends through computer_exec, run by bash here (a harmless script):
+    it writes the script, runs it from a home-like folder, removes it and exits with its status."""
+    from shinken.probes import oracle as om
+
+    script = tmp_path / "t.sh"
+    script.write_text("echo \"ran in $PWD\"\ncat <<'EOF'\nquoted $HOME\nEOF\nexit 3\n")
+    orc = om.read_oracle("t", script, "oracle_dir")
+    cmd = orc.command().replace(om.GUEST_DIR, str(tmp_path / "guest")).replace("cd /home/user", f"cd {tmp_path}")
+    r = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 3 and f"ran in {tmp_path}" in r.stdout and "quoted $HOME" in r.stdout
+    assert not (tmp_path / "guest").exists()
+    assert om.exit_code_of("exit code 3") == 3 and om.exit_code_of("timed out after 60s") is None
+    big = tmp_path / "big.py"
+    big.write_text("#" * (om.MAX_ORACLE_BYTES + 1))
+    with pytest.raises(ShinkenError, match="over"):
+        om.read_oracle("big", big, "oracle_dir")
+
+
 @pytest.mark.parametrize("summary, tier, why", [
     ({"repeats": 1}, None, "--repeats 1"),
     ({"state_fidelity": "filesystem"}, None, "filesystem"),
@@ -261,6 +317,11 @@ def test_determinism_is_unknown_without_evidence(tmp_path: Path, evidence_root: 
     kinds = [c["kind"] for c in _jsonl(tmp_path / "ws" / SERVER / "tests" / "verifier_cases.jsonl")]
     assert "determinism" not in kinds and "full_reward" not in kinds
     assert any("full_reward" in n for n in res.notes)
+    # No silent dead end: which gate fails, and the commands (with this workspace's paths) that get the evidence.
+    (help_note,) = [n for n in res.notes if "gym env test shinken_cua" in n]
+    assert "requires full_reward verifier case(s)" in help_note and "zero_reward verifier" not in help_note
+    assert f"--ids {receipt.resolve()} " in help_note and f"--dest {tmp_path / 'ws'} " in help_note
+    assert "--oracle SOLUTIONS_DIR" in help_note and "profile/solved.jsonl" in help_note
 
 
 # ---------------------------------------------------------------- YAML and staging

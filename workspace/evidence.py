@@ -5,6 +5,11 @@
 - full_reward: recorded rollouts (`--rollouts`, Gym rollout JSONL) that `shinken probe --replay`
   replayed on a real fork with reward 1.0 (the receipt's `replay` entries); the case is the
   row with the recorded tool calls, which the fixture replays on a fresh fork.
+- full_reward from an oracle: tasks whose reference solution (golden_patch.py, or a script of
+  `shinken probe --oracle DIR`) the probe ran on a real fork through `computer_exec` with reward
+  1.0 (the receipt line's `oracle`); the case is the row with those same calls (the script is
+  written into the fork by the command itself), so a workspace passes `gym env test` with no
+  recorded rollouts.
 - determinism (only when the probe's evidence says the start state is seeded): one of the
   above, run twice on fresh verifiers.
 - malformed: verify calls Gym must see refused (no response, no task_id, a task not in the
@@ -22,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shinken.errors import ShinkenError
+from shinken.probes.oracle import Oracle, read_oracle
 from shinken.probes.rollouts import Rollout, load_rollouts
 from shinken.probes.runner import REWARD_TOLERANCE
 
@@ -92,6 +99,27 @@ def _determinism(receipt: dict[str, Any], lines: dict[str, dict[str, Any]], ids:
                       "(a fork's and the golden's own computer's or another fork's)")
 
 
+def _passing_oracles(lines: dict[str, dict[str, Any]], ids: list[str], notes: list[str]) -> dict[str, Oracle]:
+    """Task id -> the oracle its receipt line says scored 1.0, read again from where the probe read
+    it; a script changed or gone since the probe gives no case (and a note)."""
+    out: dict[str, Oracle] = {}
+    for tid in ids:
+        rec = (lines.get(tid) or {}).get("oracle")
+        if not rec or rec.get("outcome") != "oracle_passes":
+            continue
+        try:
+            orc = read_oracle(tid, Path(rec["path"]), rec["source"])
+        except ShinkenError as exc:
+            notes.append(f"{tid}: the oracle the probe ran is not readable now ({exc}): no full_reward case from it")
+            continue
+        if orc.sha256 != rec["sha256"]:
+            notes.append(f"{tid}: {rec['path']} changed since the probe ran it: no full_reward case from it "
+                         "(probe again)")
+            continue
+        out[tid] = orc
+    return out
+
+
 def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, Any] | None,
            rollout_files: list[Path]) -> Evidence:
     """Cases for the tasks `ids` (their rows in `rows`) from a probe receipt and rollout files."""
@@ -135,9 +163,15 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
         ev.cases.append(case(f"{tid}: recorded solution ({path.name} rollout {ro.index}, {len(calls)} calls) "
                              "replayed by the probe with reward 1.0", "full_reward", rows[tid], calls, 1.0,
                              f"{tid}-solution-{ro.index}"))
-    if not solved:
-        ev.notes.append("no recorded rollout with reward 1.0 reproduced by `shinken probe --replay`: no full_reward "
-                        "verifier case (pass the rollouts file given to --replay as --rollouts)")
+    oracles = _passing_oracles(lines, [t for t in ids if t in rows and t not in solutions], ev.notes)
+    taken = len([c for c in ev.cases if c["kind"] == "full_reward"])
+    for tid in _spread([(rows[t].get("app_type") or "", t) for t in oracles], MAX_FULL - taken):
+        orc = oracles[tid]
+        ev.cases.append(case(f"{tid}: reference solution ({orc.name}, run through computer_exec) scored 1.0 by "
+                             "the probe", "full_reward", rows[tid], orc.calls(), 1.0, f"{tid}-oracle"))
+    if not solved and not oracles:
+        ev.notes.append("no full_reward verifier case: no recorded rollout reproduced with reward 1.0 by `shinken "
+                        "probe --replay` and no oracle (golden_patch.py, `--oracle DIR`) passed in the probe")
 
     if receipt is not None:
         ev.determinism, why = _determinism(receipt, lines, ids)

@@ -26,9 +26,11 @@ SYSTEM_PROMPT = (
 
 
 def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | None = None,
-             alerts: list[str] | None = None) -> dict[str, Any]:
+             alerts: list[str] | None = None,
+             checks: tuple[str | None, str | None] = (None, None)) -> dict[str, Any]:
     """`tier`: the probe's start-state tier for the task (shinken.tiers), None when unknown;
-    `alerts`: the alerts its start state shows (`app: title`, probes.final_receipt.kept_alerts)."""
+    `alerts`: the alerts its start state shows (`app: title`, probes.final_receipt.kept_alerts);
+    `checks`: the probe's oracle and vandal outcomes (None: that probe did not run on the task)."""
     instruction = bundle.instruction.strip()
     if not instruction:
         raise ShinkenError(f"{bundle.id}: the task has no instruction; drop it from the id list")
@@ -51,6 +53,9 @@ def make_row(bundle: Bundle, *, agent_name: str = AGENT_INSTANCE, tier: str | No
         "state_fidelity": bundle.state_fidelity,
         # How the server gives this task its start state (the engine checks it again at seed).
         "shinken_tier": tier,
+        # Can the work pass the reward (oracle), can damage (vandal): a partial or one-variant pass is a flag.
+        "shinken_oracle": checks[0],
+        "shinken_vandal": checks[1],
     }
     if alerts:  # absent when the start state shows none: rows of tasks without alerts stay as they were
         row["shinken_alerts"] = list(alerts)

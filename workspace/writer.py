@@ -35,12 +35,13 @@ from shinken.images.build import DEFAULT_IMAGE
 from shinken.runtime import OWNER_MARKER, register_temp_dir, unregister_temp_dir, utc_now
 from shinken.schemas import write_json
 from shinken.swap import swap_into_place
-from shinken.probes.final_receipt import kept_alerts, kept_tiers
+from shinken.probes.final_receipt import kept_alerts, kept_checks, kept_tiers
 from shinken.workspace import gym_config as gymcfg
 from shinken.workspace import rows as rows_mod
 from shinken.workspace.evidence import Evidence, gather
 from shinken.workspace.inputs import MANIFEST, check_dest, load_bundles, read_id_list
 from shinken.workspace.licensing import License, resolve_license
+from shinken.workspace.next_steps import missing_evidence
 from shinken.workspace.split import Split, normalize_instruction, split_bundles
 from shinken.workspace.store import copy_bundles
 from shinken.workspace.wheel import build_wheel
@@ -219,8 +220,9 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     alerts = kept_alerts(listed.receipt)
     if listed.receipt is not None and (listed.receipt.get("summary") or {}).get("state_fidelity") == "filesystem":
         engine = replace(engine, state_fidelity="filesystem")
+    checks = kept_checks(listed.receipt)
     rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id),
-                                    alerts=alerts.get(b.id))
+                                    alerts=alerts.get(b.id), checks=checks.get(b.id, (None, None)))
             for b in _for_rows(bundles, opts)}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
@@ -229,6 +231,9 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     evidence = gather(rows, listed.ids, listed.receipt, [Path(p) for p in opts.rollouts])
     if not lic.stated:
         evidence.notes.append("license unknown (--license unknown): `gym env publish` will refuse it")
+    evidence.notes += missing_evidence(evidence.counts(), names, dest=dest, task_root=task_root,
+                                       ids_file=Path(opts.ids_file).resolve(), image=opts.image,
+                                       has_receipt=listed.receipt is not None)
     split_rows = {"train": [rows[i] for i in split.train], "validation": [rows[i] for i in split.validation],
                   "example": [rows[i] for i in example]}
     description = (f"CUA-Gym computer-use tasks ({len(split.train)} train, {len(split.validation)} validation) "

@@ -49,3 +49,14 @@ class TaskData(BaseModel):
         description="Alerts and first-run wizards the task's start state shows (`app: title`), as the probe found them.",
         json_schema_extra={"consumed_by": ["metrics", "provenance"]},
     )
+    shinken_oracle: Optional[Literal["oracle_passes", "oracle_partial", "oracle_fails"]] = Field(
+        default=None,
+        description="The oracle probe's outcome: the task's reference solution reached 1.0 (passes) or less (partial).",
+        json_schema_extra={"consumed_by": ["metrics", "provenance"]},
+    )
+    shinken_vandal: Optional[Literal["vandal_resists", "vandal_passes_remove", "vandal_passes_garbage",
+                                     "reward_passes_vandalism", "vandal_no_files", "vandal_not_recorded"]] = Field(
+        default=None,
+        description="The vandal probe's outcome: does the reward pass with the setup's files removed or garbled.",
+        json_schema_extra={"consumed_by": ["metrics", "provenance"]},
+    )
