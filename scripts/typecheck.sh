@@ -12,8 +12,8 @@ repo=$PWD
 cd "$root"  # messages name shinken/sandbox/... files
 # The guest program images/guest/shinken-desktop-state (Python without a .py name, run inside the
 # image) by its path: bodies checked; its signatures are not all annotated yet, and gi (PyGObject)
-# exists only in the image.
-"$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
+# exists only in the image. Its sibling module shinken_x11.py sits beside it in the guest folder.
+MYPYPATH="$repo/images/guest" "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
   --allow-untyped-defs --allow-incomplete-defs "$repo/images/guest/shinken-desktop-state"
 exec "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
   -p shinken.sandbox -p shinken.probes -p shinken.computer -p shinken.profiles -p shinken.report -p shinken.judge -p shinken.needs -p shinken.triage -p shinken.bundles \
