@@ -305,7 +305,8 @@ def _pyautogui(ctx: ToolContext, profile: Profile, code: str) -> ToolOutput:
     argv = ["timeout", "-k", "2", str(PYAUTOGUI_TIMEOUT_S), "python3", "-c", PYAUTOGUI_PY, code,
             repr(sw / w), repr(sh / h)]
     err, out, shot = _step(ctx, profile, argv, "the program", timeout=PYAUTOGUI_TIMEOUT_S + 5)
-    out = out.strip()
+    # python-xlib's note that the display needs no cookie (Xvfb here) is noise to the model
+    out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("Xlib.xauth: warning")).strip()
     if len(out) > PYAUTOGUI_OUTPUT:
         out = "(output cut; the tail is shown)\n" + out[-PYAUTOGUI_OUTPUT:]
     if err and " (exit 124)" in err:

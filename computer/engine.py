@@ -499,7 +499,7 @@ class ComputerEngine:
 
     def step(self, session: str, generation: str, name: str, arguments: Any) -> ToolOutput:
         """One tool call of the engine's profile: its text and, in screenshot profiles, the screen after it."""
-        out: ToolOutput = self._in_rollout(session, generation, name,
+        out: ToolOutput = self.in_rollout(session, generation, name,
                                            lambda ctx: actions.run(ctx, self.profile, name, arguments))
         return out
 
@@ -507,11 +507,13 @@ class ComputerEngine:
         """The screen a rollout starts from (screenshot profiles; None otherwise), for the seed response."""
         if not self.profile.screenshots:
             return None
-        first: ToolOutput | None = self._in_rollout(session, generation, "the first screenshot",
+        first: ToolOutput | None = self.in_rollout(session, generation, "the first screenshot",
                                                     lambda ctx: actions.first_observation(ctx, self.profile))
         return first
 
-    def _in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
+    def in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
+        """fn(the rollout's tool context) under the session's lock, as a tool call runs (tests and
+        benchmarks read the tree and the screen of one moment with it); an InfraError masks the rollout."""
         self._enter()
         try:
             sess = self._locked_session(session)
