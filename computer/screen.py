@@ -19,7 +19,8 @@ MAX_OUTPUT = 48_000_000  # base64 of a 7680x7680 PNG fits
 
 # argv: format quality WxH|- ; the image goes out as one base64 line after a JSON header line.
 CAPTURE_PY = r"""
-import base64, io, json, sys
+import base64, io, json, sys, time
+t0 = time.perf_counter()
 fmt, quality, size = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 from PIL import Image
 try:
@@ -49,7 +50,9 @@ else:
     im.save(buf, "WEBP", quality=quality, method=0)
 data = buf.getvalue()
 sys.stdout.write("SHINKEN-SCREENSHOT " + json.dumps({"width": im.size[0], "height": im.size[1],
-    "screen_width": sw, "screen_height": sh, "bytes": len(data), "via": how}) + "\n")
+    "screen_width": sw, "screen_height": sh, "bytes": len(data), "via": how,
+    "guest_ms": round((time.perf_counter() - t0) * 1000, 1)}) + "\n")
+sys.stdout.flush()
 sys.stdout.write(base64.b64encode(data).decode() + "\n")
 """
 
@@ -62,6 +65,8 @@ class Screenshot:
     height: int
     screen_width: int  # of the display
     screen_height: int
+    guest_ms: float = 0.0  # grab + scale + encode inside the guest (the exec's overhead excluded)
+    via: str = ""  # "xcb" (Pillow's ImageGrab) or "xlib"
 
     @property
     def b64(self) -> str:
@@ -108,7 +113,8 @@ def parse(ctx: ToolContext, profile: Profile, res: ExecResult) -> Screenshot:
     if len(data) != meta.get("bytes"):
         raise ScreenshotError("the screenshot arrived cut")
     shot = Screenshot(data, MIME[profile.image_format], int(meta["width"]), int(meta["height"]),
-                      int(meta["screen_width"]), int(meta["screen_height"]))
+                      int(meta["screen_width"]), int(meta["screen_height"]), float(meta.get("guest_ms", 0.0)),
+                      str(meta.get("via", "")))
     ctx.extra["screen"] = (shot.screen_width, shot.screen_height)
     ctx.extra["image_size"] = (shot.width, shot.height)
     return shot

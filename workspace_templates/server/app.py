@@ -220,7 +220,11 @@ def profile_mismatch(config: ShinkenCuaConfig, row_profile: Optional[dict]) -> O
     with one observation/action profile says nothing about another."""
     from shinken.computer.profiles import Profile
 
-    mine, theirs = config.profile(), Profile.from_json(row_profile)
+    mine = config.profile()
+    try:
+        theirs = Profile.from_json(row_profile)
+    except Exception as exc:  # noqa: BLE001 - a malformed profile in a row is the row's problem
+        return f"the row's shinken_profile is not a profile ({exc}); regenerate the rows with make-workspace"
     if mine == theirs:
         return None
     return (f"the row was made for profile {theirs.name} ({theirs.to_json()}), this server serves {mine.name} "

@@ -1,0 +1,112 @@
+"""Screenshot workspaces in the real NeMo Gym 0.7.0: `make-workspace --observation screenshot
+--no-exec` with `--actions pixel` and with `--actions pyautogui`, each served by `gym env start`
+(the workspace's vision agent, its resources server, Gym's openai_model) and driven by a stub
+vision-language policy (tests/vision_policy.py) that checks every turn's screenshot arrived as a
+valid image in a user message and clicks the entry's pixel taken from the fork's accessibility
+tree; zenity-entry reaches reward 1.0 and the shell answers "no such tool". Gym's own gates
+(`gym env validate / test / publish`) pass for each profile.
+
+Uses the linux sandbox image (zenity) and a workspace made from a plain id list, with its own
+shared venv cache (the vision agent replaces simple_agent), so it starts one more Gym stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gym_harness as gh  # noqa: E402
+import scripted_policy as sp  # noqa: E402
+import vision_policy as vp  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+NAME = gh.NAME
+AGENT = f"{NAME}_vision_agent"
+TASKS = ("zenity-entry", "hello-file")
+
+
+def _ok(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
+    return r.stdout
+
+
+def _make(tmp: Path, actions: str, extra: list[str]) -> Path:
+    ids = tmp / "ids.txt"
+    ids.write_text("".join(t + "\n" for t in TASKS))
+    ws = tmp / f"ws-{actions}"
+    r = gh.shinken("make-workspace", "--dest", str(ws), "--task-root", str(gh.DEMO), "--ids", str(ids),
+                   "--image", gh.sandbox_image("linux"), "--license", "Apache-2.0", "--author", "shinken tests",
+                   "--observation", "screenshot", "--actions", actions, "--no-exec", *extra, "--json")
+    assert r.returncode == 0, r.stderr
+    return ws
+
+
+@pytest.mark.parametrize("actions, extra, size", [
+    ("pixel", [], (1920, 1080)),
+    ("pyautogui", ["--screenshot-format", "jpeg", "--screenshot-quality", "70"], (1920, 1080)),
+])
+def test_vision_workspace_in_gym(tmp_path: Path, docker_client, actions: str, extra: list[str],
+                                 size: tuple[int, int]) -> None:
+    t0 = time.monotonic()
+    ws = _make(tmp_path, actions, extra)
+    zenity = [json.loads(x) for x in (ws / "resources_servers" / NAME / "data" / "train.jsonl").read_text().splitlines()
+              + (ws / "resources_servers" / NAME / "data" / "validation.jsonl").read_text().splitlines()]
+    zenity = [r for r in zenity if r["task_id"] == "zenity-entry"]
+    assert zenity and zenity[0]["agent_ref"]["name"] == AGENT
+    (ws / "results").mkdir()
+    (ws / "results" / "zenity.jsonl").write_text(json.dumps(zenity[0]) + "\n")
+
+    holder: dict[str, gh.GymContainer] = {}
+
+    def fork_of() -> str:
+        forks = [cid for cid in gh.containers_owned_by(holder["c"].pids(), ("fork",))]
+        labelled = []
+        for cid in forks:
+            r = subprocess.run(["docker", "inspect", "-f", '{{index .Config.Labels "shinken.task"}}', cid],
+                               capture_output=True, text=True)
+            if r.stdout.strip() == "zenity-entry":
+                labelled.append(cid)
+        assert len(labelled) == 1, f"expected the one zenity fork of this rollout, found {labelled}"
+        return labelled[0]
+
+    stub = vp.VisionPolicy(fork_of=fork_of, actions=actions, size=size)
+    policy = sp.PolicyServer(decide=stub).start()
+    gh.point_at_policy(ws, policy.base_url)
+    with gh.gym_session(ws, tmp_path / "venvs", policy, venv_dirs=gh.VISION_VENV_DIRS) as session:
+        c = holder["c"] = session.container
+        # Gym's gates, no services started.
+        report = json.loads(_ok(c.exec(f"gym env validate {NAME} --json")))
+        assert {d["name"]: d["rows"] for d in report["datasets"]} == {"train": 1, "validation": 1, "example": 5}
+        assert report["declared_profile"] == "custom-gym-verifier"
+        cases = json.loads(_ok(c.exec(f"gym env test {NAME} --json", timeout=1800)).strip().splitlines()[-1])
+        assert [k["kind"] for k in cases["cases"]] == ["malformed"] * 3
+        session.start(f"gym env start --environment {NAME} --config {gh.MODEL_CONFIG}")
+        r = c.exec(f"gym eval run --no-serve --agent {AGENT} --input results/zenity.jsonl "
+                   "--output results/zenity_rollouts.jsonl --limit 1 --concurrency 1", timeout=1800)
+        _ok(r)
+        rollouts = [json.loads(x) for x in (ws / "results" / "zenity_rollouts.jsonl").read_text().splitlines()]
+        assert not policy.errors, policy.errors
+        assert len(rollouts) == 1
+        x = rollouts[0]
+        assert x["reward"] == 1.0 and x["mask_sample"] is False, (x.get("failure_reason"), x.get("reward_output_tail"))
+        assert len(stub.no_such_tool) == 1 and "no such tool" in stub.no_such_tool[0], stub.no_such_tool
+        assert stub.clicked and stub.turns >= 5
+        assert all(n >= 1 for n in stub.images_per_turn) and stub.images_per_turn == sorted(stub.images_per_turn)
+        # The recorded rollout holds the screenshots as user messages, the tool texts without base64.
+        output = x["response"]["output"]
+        images = [o for o in output if o.get("type") == "message" and o.get("role") == "user"
+                  and any(p.get("type") == "input_image" for p in o.get("content") or [])]
+        assert len(images) >= stub.turns - 1
+        assert all("base64" not in str(o.get("output", "")) for o in output if o.get("type") == "function_call_output")
+        # Publish: verifier cases, catalog discovery, no placeholders.
+        session.stop_servers()
+        pub = json.loads(_ok(c.exec(f"gym env publish {NAME} --json", timeout=1800)).strip().splitlines()[-1])
+        assert pub["name"] == NAME and pub["verifier_cases"] == 3
+    print(f"\n{actions}: {stub.turns} turns, {len(stub.checked)} distinct screenshots checked, "
+          f"{time.monotonic() - t0:.0f}s with Gym")
