@@ -102,8 +102,14 @@ def test_vision_workspace_in_gym(tmp_path: Path, docker_client, actions: str, ex
         output = x["response"]["output"]
         images = [o for o in output if o.get("type") == "message" and o.get("role") == "user"
                   and any(p.get("type") == "input_image" for p in o.get("content") or [])]
-        assert len(images) >= stub.turns - 1
+        names = {o.get("call_id"): o.get("name") for o in output if o.get("type") == "function_call"}
+        acted = [o for o in output if o.get("type") == "function_call_output" and names.get(o.get("call_id")) in
+                 vp.GUI_TOOLS and not str(o.get("output", "")).startswith("error")]
+        assert len(images) == 1 + len(acted)  # the seed's screen, then one after every GUI action
         assert all("base64" not in str(o.get("output", "")) for o in output if o.get("type") == "function_call_output")
+        # The server's own tests in its venv (routes of this profile, a row of another profile refused).
+        out = _ok(c.exec(f"gym env test --resources-server {NAME}", timeout=1800))
+        assert " passed" in out and " failed" not in out
         # Publish: verifier cases, catalog discovery, no placeholders.
         session.stop_servers()
         pub = json.loads(_ok(c.exec(f"gym env publish {NAME} --json", timeout=1800)).strip().splitlines()[-1])

@@ -143,3 +143,51 @@ def test_bad_profile_options_exit_2_with_one_line(tmp_path: Path, demo_root: Pat
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ws").exists()
+
+
+def _rollouts(path: Path, rows: list[dict], shinken_profile: dict | None) -> None:
+    tag = path.stem
+    """Gym-shaped rollouts of `rows`: four per task, half of them solved (every task in the band)."""
+    lines = []
+    for i, row in enumerate(rows):
+        for k in range(4):
+            doc = {**row, "_ng_task_index": i, "_ng_rollout_index": k, "reward": float(k % 2), "mask_sample": False,
+                   "response": {"id": f"resp-{tag}-{i}-{k}", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1,
+                                                                              "total_tokens": 2}}}
+            if shinken_profile is None:
+                doc.pop("shinken_profile", None)
+            else:
+                doc["shinken_profile"] = shinken_profile
+            lines.append(json.dumps(doc))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_band_is_not_used_with_another_profile(tmp_path: Path, demo_root: Path) -> None:
+    pixel = Profile(observation="screenshot", actions="pixel", exec=False)
+    ws = _make(tmp_path, demo_root, "vl", profile=pixel)
+    rows = _rows(ws / SERVER / "data" / "train.jsonl") + _rows(ws / SERVER / "data" / "validation.jsonl")
+    cli = [sys.executable, "-m", "shinken.cli.main"]
+    _rollouts(tmp_path / "vl.jsonl", rows, pixel.to_json())
+    r = subprocess.run([*cli, "profile", str(tmp_path / "vl.jsonl"), "--task-root", str(demo_root), "--out",
+                        str(tmp_path / "prof")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "prof" / "profile.json").read_text())
+    assert doc["policy_profile"] == pixel.to_json() and doc["counts"]["band"] == 2
+    r = subprocess.run([*cli, "report", "--profile", str(tmp_path / "prof"), "--md", str(tmp_path / "r.md")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "observation/action profile `screenshot+pixel-noexec`" in (tmp_path / "r.md").read_text()
+    band = tmp_path / "prof" / "band.json"
+    base = [*cli, "make-workspace", "--task-root", str(demo_root), "--ids", str(band), "--license", "Apache-2.0",
+            "--author", "A"]
+    r = subprocess.run([*base, "--dest", str(tmp_path / "a11y-ws")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "this band was measured with profile screenshot+pixel-noexec" in r.stderr, r.stderr
+    assert "--observation screenshot --actions pixel --no-exec" in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([*base, "--dest", str(tmp_path / "same"), "--observation", "screenshot", "--actions", "pixel",
+                        "--no-exec"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    # Rollouts of two profiles do not make one pass rate.
+    _rollouts(tmp_path / "a11y.jsonl", rows, None)
+    r = subprocess.run([*cli, "profile", str(tmp_path / "a11y.jsonl"), "--task-root", str(demo_root), "--out",
+                        str(tmp_path / "prof")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "observation/action profiles" in r.stderr, r.stderr

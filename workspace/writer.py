@@ -251,6 +251,7 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
             raise ShinkenError(f"--rollouts {path}: no such file; pass the rollouts JSONL given to `shinken probe --replay`")
     check_dest(dest, opts.force)
     listed = read_id_list(Path(opts.ids_file))
+    _check_band_profile(Path(opts.ids_file), opts.profile)
     source = read_source(task_root) if task_root.is_dir() else None
     lic = resolve_license(opts.license, source.license if source else None, task_root=task_root,
                           dataset_label=opts.dataset_license)
@@ -383,6 +384,27 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
     return WorkspaceResult(dest, names.name, split.train, split.validation, example,
                            dest / names.server_dir / "vendor" / wheel.name, lic.spdx, evidence.determinism,
                            counts, store.to_json(), evidence.notes, commands_for(dest, names, opts.profile))
+
+
+def _check_band_profile(ids_file: Path, profile: Profile) -> None:
+    """A band (or its control) from `shinken profile` was measured with one observation/action
+    profile; a workspace of another profile would train on a band that means nothing for it."""
+    from shinken.profiles.run import BAND_FILE, CONTROL_FILE, PROFILE_FILE
+
+    doc_path = ids_file.parent / PROFILE_FILE
+    if ids_file.name not in (BAND_FILE, CONTROL_FILE) or not doc_path.is_file():
+        return
+    try:
+        measured = orjson.loads(doc_path.read_bytes()).get("policy_profile")
+    except (OSError, ValueError, AttributeError):
+        return  # not a profile document we can read: the id list stands on its own
+    if measured is None or Profile.from_json(measured) == profile:
+        return
+    m = Profile.from_json(measured)
+    raise ShinkenError(f"--ids {ids_file}: this band was measured with profile {m.name} ({doc_path}), the workspace "
+                       f"would serve {profile.name}; make it with --observation {m.observation} --actions {m.actions}"
+                       + ("" if m.exec else " --no-exec") + " (and the same screenshot settings), or profile this "
+                       "profile's rollouts first")
 
 
 def _check_disjoint(train: list[str], val: list[str], rows: dict[str, dict[str, Any]]) -> None:
