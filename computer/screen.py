@@ -19,7 +19,7 @@ MAX_OUTPUT = 48_000_000  # base64 of a 7680x7680 PNG fits
 
 # argv: format quality WxH|- ; the image goes out as one base64 line after a JSON header line.
 CAPTURE_PY = r"""
-import base64, io, json, sys, time
+import base64, io, json, resource, sys, time
 t0 = time.perf_counter()
 fmt, quality, size = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 from PIL import Image
@@ -51,7 +51,8 @@ else:
 data = buf.getvalue()
 sys.stdout.write("SHINKEN-SCREENSHOT " + json.dumps({"width": im.size[0], "height": im.size[1],
     "screen_width": sw, "screen_height": sh, "bytes": len(data), "via": how,
-    "guest_ms": round((time.perf_counter() - t0) * 1000, 1)}) + "\n")
+    "guest_ms": round((time.perf_counter() - t0) * 1000, 1),
+    "cpu_ms": round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) * 1000, 1)}) + "\n")
 sys.stdout.flush()
 sys.stdout.write(base64.b64encode(data).decode() + "\n")
 """
@@ -67,6 +68,7 @@ class Screenshot:
     screen_height: int
     guest_ms: float = 0.0  # grab + scale + encode inside the guest (the exec's overhead excluded)
     via: str = ""  # "xcb" (Pillow's ImageGrab) or "xlib"
+    cpu_ms: float = 0.0  # CPU of the capture process, interpreter start included (the X server's excluded)
 
     @property
     def b64(self) -> str:
@@ -114,7 +116,7 @@ def parse(ctx: ToolContext, profile: Profile, res: ExecResult) -> Screenshot:
         raise ScreenshotError("the screenshot arrived cut")
     shot = Screenshot(data, MIME[profile.image_format], int(meta["width"]), int(meta["height"]),
                       int(meta["screen_width"]), int(meta["screen_height"]), float(meta.get("guest_ms", 0.0)),
-                      str(meta.get("via", "")))
+                      str(meta.get("via", "")), float(meta.get("cpu_ms", 0.0)))
     ctx.extra["screen"] = (shot.screen_width, shot.screen_height)
     ctx.extra["image_size"] = (shot.width, shot.height)
     return shot
