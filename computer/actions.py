@@ -166,7 +166,7 @@ def _to_screen(ctx: ToolContext, profile: Profile, x: int, y: int, what: str = "
 
 # One exec per step: the action, the settle pause, then (screenshot profiles) the capture.
 _STEP = ('fmt=$1 q=$2 size=$3 py=$4 settle=$5; shift 5; rc=0; "$@" || rc=$?; sleep "$settle"; '
-         'echo "SHINKEN-ACTION-EXIT $rc"; [ "$py" = - ] && exit 0; exec python3 -c "$py" "$fmt" "$q" "$size"')
+         'echo "SHINKEN-ACTION-EXIT $rc"; [ "$py" = - ] && exit 0; exec python3 -S -c "$py" "$fmt" "$q" "$size"')
 
 
 def _step(ctx: ToolContext, profile: Profile, argv: list[str], what: str, timeout: float = tools.GUI_TIMEOUT_S,
