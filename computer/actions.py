@@ -197,7 +197,7 @@ def _step(ctx: ToolContext, profile: Profile, argv: list[str], what: str, timeou
 
 def _observe_after(ctx: ToolContext, profile: Profile, text: str, shot: Screenshot | None) -> ToolOutput:
     """With `both`, the tree of the same moment follows the action's text."""
-    if profile.observation == "both" and profile.actions != "shinken":
+    if profile.observation == "both":
         try:
             text = text + "\n" + tools._observe_tool(ctx, "tree")
         except ToolArgError as exc:
@@ -358,13 +358,13 @@ def run(ctx: ToolContext, profile: Profile, name: str, arguments: Any) -> ToolOu
                           f"tools are {', '.join(schemas)}")
     try:
         a = tools._args(name, arguments, schemas)
-        if profile.actions == "shinken" or name in (tools.OBSERVE, tools.EXEC, tools.DONE):
-            text = tools.run_tool(ctx, name, a)
-            if name in (tools.EXEC, tools.DONE, tools.OBSERVE) and profile.actions != "shinken":
-                return ToolOutput(text)
-            if name == tools.DONE:
-                return ToolOutput(text)
-            return _with_screenshot(ctx, profile, text)
+        if name in (tools.EXEC, tools.DONE):
+            return ToolOutput(tools.run_tool(ctx, name, a))
+        if name == tools.OBSERVE:  # the tree (and, with `both`, the screen of that moment)
+            return _with_screenshot(ctx, profile, tools.run_tool(ctx, name, a))
+        if profile.actions == "shinken":  # an element/point click, typing, a key: then the screen
+            shot = _with_screenshot(ctx, profile, tools.run_tool(ctx, name, a))
+            return _observe_after(ctx, profile, shot.text, shot.screenshot)
         ctx.steps += 1
         if name == tools.TYPE_TEXT:
             return _type(ctx, profile, a["text"])

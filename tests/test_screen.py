@@ -182,3 +182,19 @@ def test_pyautogui_program_is_bounded_in_time_and_output(engines, monkeypatch) -
     size = eng.step("bound", gen, "computer_pyautogui", {"code": "print(pyautogui.size())"}).text.splitlines()[-1]
     assert "width=640, height=360" in size  # the program sees the screenshot's size, not the display's
     eng.end("bound", gen)
+
+
+def test_both_with_shinken_tools_gives_tree_and_screen_of_each_step(engines) -> None:
+    profile = Profile(observation="both", actions="shinken", image_format="jpeg")
+    eng = engines(profile)
+    gen = eng.seed("both", "zenity-entry")
+    _ready_dialog(eng, "both", gen)
+    out = eng.step("both", gen, "computer_observe", {"mode": "tree"})
+    assert 'dialog "Shinken"' in out.text and out.screenshot is not None and out.screenshot.mime == "image/jpeg"
+    entry = next(line.split("]")[0].strip(" [") for line in out.text.splitlines() if "editable" in line)
+    out = eng.step("both", gen, "computer_click", {"element": entry, "x": None, "y": None})
+    assert out.text.startswith(f"clicked {entry}") and 'dialog "Shinken"' in out.text, out.text
+    assert out.screenshot is not None and png.jpeg_size(out.screenshot.data) == (1920, 1080)
+    out = eng.step("both", gen, "computer_exec", {"command": "echo hi"})
+    assert out.text.startswith("exit code 0") and out.screenshot is None  # not a GUI action: no screen
+    eng.end("both", gen)
