@@ -3,11 +3,14 @@
 (the workspace's vision agent, its resources server, Gym's openai_model) and driven by a stub
 vision-language policy (tests/vision_policy.py) that checks every turn's screenshot arrived as a
 valid image in a user message and clicks the entry's pixel taken from the fork's accessibility
-tree; zenity-entry reaches reward 1.0 and the shell answers "no such tool". Gym's own gates
-(`gym env validate / test / publish`) pass for each profile.
+tree; zenity-entry reaches reward 1.0 and the shell answers "no such tool"; `gym env validate`
+passes. `gym env test / publish` need a full_reward verifier case recorded with the profile's
+tools (the demo's recorded solution uses computer_exec, which --no-exec drops), so they run on a
+screenshot workspace that keeps the shell (pixel actions, WebP screenshots scaled to 1280x800).
 
-Uses the linux sandbox image (zenity) and a workspace made from a plain id list, with its own
-shared venv cache (the vision agent replaces simple_agent), so it starts one more Gym stack."""
+Uses the linux sandbox image (zenity) and a probe receipt of its own (zero-reward cases, the
+recorded hello-file solution replayed), with its own shared venv cache (the vision agent
+replaces simple_agent), so it starts Gym stacks of its own."""
 
 from __future__ import annotations
 
@@ -36,13 +39,25 @@ def _ok(r: subprocess.CompletedProcess) -> str:
     return r.stdout
 
 
-def _make(tmp: Path, actions: str, extra: list[str]) -> Path:
+@pytest.fixture(scope="module")
+def receipt(tmp_path_factory, docker_client) -> Path:
+    """The two tasks probed on the linux image, hello-file's recorded solution replayed."""
+    tmp = tmp_path_factory.mktemp("vision-probe")
     ids = tmp / "ids.txt"
     ids.write_text("".join(t + "\n" for t in TASKS))
-    ws = tmp / f"ws-{actions}"
-    r = gh.shinken("make-workspace", "--dest", str(ws), "--task-root", str(gh.DEMO), "--ids", str(ids),
-                   "--image", gh.sandbox_image("linux"), "--license", "Apache-2.0", "--author", "shinken tests",
-                   "--observation", "screenshot", "--actions", actions, "--no-exec", *extra, "--json")
+    out = tmp / "receipt.json"
+    r = gh.shinken("probe", str(gh.DEMO), "--ids", str(ids), "--image", gh.sandbox_image("linux"), "--replay",
+                   str(gh.SOLUTIONS), "--state-fidelity", "filesystem", "--receipt", str(out), "--run-dir",
+                   str(tmp / "run"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def _make(tmp: Path, receipt: Path, name: str, args: list[str]) -> Path:
+    ws = tmp / f"ws-{name}"
+    r = gh.shinken("make-workspace", "--dest", str(ws), "--task-root", str(gh.DEMO), "--ids", str(receipt),
+                   "--rollouts", str(gh.SOLUTIONS), "--image", gh.sandbox_image("linux"), "--license", "Apache-2.0",
+                   "--author", "shinken tests", "--observation", "screenshot", *args, "--json")
     assert r.returncode == 0, r.stderr
     return ws
 
@@ -51,10 +66,10 @@ def _make(tmp: Path, actions: str, extra: list[str]) -> Path:
     ("pixel", [], (1920, 1080)),
     ("pyautogui", ["--screenshot-format", "jpeg", "--screenshot-quality", "70"], (1920, 1080)),
 ])
-def test_vision_workspace_in_gym(tmp_path: Path, docker_client, actions: str, extra: list[str],
+def test_vision_workspace_in_gym(tmp_path: Path, receipt: Path, actions: str, extra: list[str],
                                  size: tuple[int, int]) -> None:
     t0 = time.monotonic()
-    ws = _make(tmp_path, actions, extra)
+    ws = _make(tmp_path, receipt, actions, ["--actions", actions, "--no-exec", *extra])
     zenity = [json.loads(x) for x in (ws / "resources_servers" / NAME / "data" / "train.jsonl").read_text().splitlines()
               + (ws / "resources_servers" / NAME / "data" / "validation.jsonl").read_text().splitlines()]
     zenity = [r for r in zenity if r["task_id"] == "zenity-entry"]
@@ -84,8 +99,6 @@ def test_vision_workspace_in_gym(tmp_path: Path, docker_client, actions: str, ex
         report = json.loads(_ok(c.exec(f"gym env validate {NAME} --json")))
         assert {d["name"]: d["rows"] for d in report["datasets"]} == {"train": 1, "validation": 1, "example": 5}
         assert report["declared_profile"] == "custom-gym-verifier"
-        cases = json.loads(_ok(c.exec(f"gym env test {NAME} --json", timeout=1800)).strip().splitlines()[-1])
-        assert [k["kind"] for k in cases["cases"]] == ["malformed"] * 3
         session.start(f"gym env start --environment {NAME} --config {gh.MODEL_CONFIG}")
         r = c.exec(f"gym eval run --no-serve --agent {AGENT} --input results/zenity.jsonl "
                    "--output results/zenity_rollouts.jsonl --limit 1 --concurrency 1", timeout=1800)
@@ -107,12 +120,29 @@ def test_vision_workspace_in_gym(tmp_path: Path, docker_client, actions: str, ex
                  vp.GUI_TOOLS and not str(o.get("output", "")).startswith("error")]
         assert len(images) == 1 + len(acted)  # the seed's screen, then one after every GUI action
         assert all("base64" not in str(o.get("output", "")) for o in output if o.get("type") == "function_call_output")
-        # The server's own tests in its venv (routes of this profile, a row of another profile refused).
-        out = _ok(c.exec(f"gym env test --resources-server {NAME}", timeout=1800))
-        assert " passed" in out and " failed" not in out
-        # Publish: verifier cases, catalog discovery, no placeholders.
         session.stop_servers()
-        pub = json.loads(_ok(c.exec(f"gym env publish {NAME} --json", timeout=1800)).strip().splitlines()[-1])
-        assert pub["name"] == NAME and pub["verifier_cases"] == 3
     print(f"\n{actions}: {stub.turns} turns, {len(stub.checked)} distinct screenshots checked, "
           f"{time.monotonic() - t0:.0f}s with Gym")
+
+
+def test_gym_gates_of_a_screenshot_workspace(tmp_path: Path, receipt: Path) -> None:
+    """validate, test (zero-reward cases and the recorded solution on real forks, through the
+    profile's engine), the server's own pytest, publish."""
+    t0 = time.monotonic()
+    ws = _make(tmp_path, receipt, "gates", ["--actions", "pixel", "--screenshot-format", "webp",
+                                            "--screenshot-size", "1280x800"])
+    with gh.gym_session(ws, tmp_path / "venvs", venv_dirs=gh.VISION_VENV_DIRS) as session:
+        c = session.container
+        report = json.loads(_ok(c.exec(f"gym env validate {NAME} --json")))
+        assert report["declared_profile"] == "custom-gym-verifier"
+        cases = json.loads(_ok(c.exec(f"gym env test {NAME} --json", timeout=1800)).strip().splitlines()[-1])
+        kinds = sorted(k["kind"] for k in cases["cases"])
+        assert kinds.count("zero_reward") == 2 and kinds.count("full_reward") == 1, kinds
+        full = next(k for k in cases["cases"] if k["kind"] == "full_reward")
+        assert full["observed_rewards"] == [1.0]
+        out = _ok(c.exec(f"gym env test --resources-server {NAME}", timeout=1800))
+        assert " passed" in out and " failed" not in out
+        pub = json.loads(_ok(c.exec(f"gym env publish {NAME} --json", timeout=1800)).strip().splitlines()[-1])
+        assert pub["name"] == NAME and pub["verifier_cases"] == len(cases["cases"])
+        assert gh.forks_of(c) == []
+    print(f"\ngates of a screenshot workspace: {time.monotonic() - t0:.0f}s")

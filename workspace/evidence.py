@@ -118,6 +118,7 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
 
     solved: list[tuple[str, str]] = []
     solutions: dict[str, tuple[Path, Rollout]] = {}
+    other_tools = 0
     for path in rollout_files:
         for tid, rollouts in load_rollouts(path).items():
             if tid not in rows or tid in solutions or tid not in lines:
@@ -125,6 +126,10 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
             replays = {r["rollout"]: r for r in lines[tid].get("replay") or []}
             for ro in rollouts:
                 rec = replays.get(ro.index)
+                tools = {t["name"] for t in rows[tid]["responses_create_params"]["tools"]}
+                if any(c.name not in tools for c in ro.calls):  # recorded with tools this profile lacks
+                    other_tools += 1
+                    continue
                 if rec and rec["match"] and _is(rec["reward"], 1.0) and rec["calls"] == len(ro.calls):
                     solutions[tid] = (path, ro)
                     solved.append((rows[tid].get("app_type") or "", tid))
@@ -135,6 +140,10 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
         ev.cases.append(case(f"{tid}: recorded solution ({path.name} rollout {ro.index}, {len(calls)} calls) "
                              "replayed by the probe with reward 1.0", "full_reward", rows[tid], calls, 1.0,
                              f"{tid}-solution-{ro.index}"))
+    if other_tools:
+        ev.notes.append(f"{other_tools} recorded rollout(s) call tools this workspace's profile does not have (e.g. "
+                        "computer_exec with --no-exec): not used as full_reward cases; `gym env test` needs one recorded "
+                        "with this profile's tools")
     if not solved:
         ev.notes.append("no recorded rollout with reward 1.0 reproduced by `shinken probe --replay`: no full_reward "
                         "verifier case (pass the rollouts file given to --replay as --rollouts)")
