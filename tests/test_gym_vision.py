@@ -27,7 +27,8 @@ import gym_harness as gh  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 import vision_policy as vp  # noqa: E402
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+# A cold start builds the vision stack's four venvs (shared afterwards): longer than the default 900 s.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 NAME = gh.NAME
 AGENT = f"{NAME}_vision_agent"
