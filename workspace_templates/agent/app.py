@@ -49,7 +49,28 @@ def split_tool_output(body: str) -> tuple[str, Any]:
     return str(doc.get("output") or ""), doc
 
 
+class _WithoutPrefixControl:
+    """Gym 0.7.0's compaction agent sends `required_prefix_token_ids` (None unless compaction asks
+    for an exact prefix) to the model server; only its vLLM compaction adapter accepts that field,
+    and openai_model refuses the request (extra_forbidden). This client drops the field when it is
+    None, so any OpenAI-compatible model server works."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def post(self, *args: Any, json: Any = None, **kwargs: Any) -> Any:
+        if hasattr(json, "model_dump") and getattr(json, "required_prefix_token_ids", 0) is None:
+            json = json.model_dump(mode="json", exclude_unset=True, exclude={"required_prefix_token_ids"})
+        return await self._inner.post(*args, json=json, **kwargs)
+
+
 class ShinkenVisionAgent(SimpleAgentWithCompaction):
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        self.server_client = _WithoutPrefixControl(self.server_client)
     async def _tool_response_items(self, output: str, call_id: str) -> list:
         text, observation = split_tool_output(output)
         items: list = [NeMoGymFunctionCallOutput(type="function_call_output", call_id=call_id, output=text)]
