@@ -1,7 +1,10 @@
 """Computer-use engine figures, measured in one run on real Docker forks:
-seed latency (cold golden, warm golden, warm pool), tool-call latency, tree vs diff size.
+seed latency (cold golden, warm golden, warm pool), tool-call latency, tree vs diff size;
+with --screenshots: screenshot capture p50/p95 per size and format, bytes per observation, and a
+full GUI step (action + screenshot, one exec) against today's a11y step (action + diff
+observation), interleaved in one run.
 
-    .venv/bin/python benchmarks/bench_computer.py [--rounds 10]
+    .venv/bin/python benchmarks/bench_computer.py [--rounds 10] [--calc] [--screenshots]
 """
 
 from __future__ import annotations
@@ -10,14 +13,21 @@ import argparse
 import re
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from shinken.computer import screen, tools
 from shinken.computer.engine import ComputerEngine
+from shinken.computer.profiles import Profile
 
-DEMO = Path(__file__).resolve().parent.parent / "demo"
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from benchmarks.timing import pct  # noqa: E402
+
+DEMO = REPO / "demo"
 IMAGE = "shinken/sandbox-linux:latest"
 
 
@@ -35,7 +45,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--calc", action="store_true", help="also measure LibreOffice Calc (sandbox-cua image)")
+    ap.add_argument("--screenshots", action="store_true", help="only the screenshot figures (sandbox-linux image)")
     args = ap.parse_args()
+    if args.screenshots:
+        bench_screenshots(args.rounds)
+        return
     if args.calc:
         bench_calc()
     root = Path(tempfile.mkdtemp(prefix="bench-computer-"))
@@ -114,6 +128,98 @@ def main() -> None:
     print(f"computer_type_text (12 chars) p50     {ms(types)}")
     print(f"computer_key                  p50     {ms(keys)}")
     print(f"zenity scripted agent rewards         {scores}")
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def bench_screenshots(rounds: int) -> None:
+    """Capture latency and size per format/size on a zenity fork, then GUI steps side by side."""
+    root = Path(tempfile.mkdtemp(prefix="bench-screens-"))
+    shutil.copytree(DEMO / "zenity-entry", root / "zenity-entry")
+    with open(root / "zenity-entry" / "reward.py", "a") as fh:
+        fh.write(f"\n# bench {uuid.uuid4().hex}\n")
+    shots = {("png", None): Profile(observation="screenshot", actions="pixel"),
+             ("png", (1280, 800)): Profile(observation="screenshot", actions="pixel", size=(1280, 800)),
+             ("jpeg", (1280, 800)): Profile(observation="screenshot", actions="pixel", image_format="jpeg",
+                                           size=(1280, 800)),
+             ("webp", (1280, 800)): Profile(observation="screenshot", actions="pixel", image_format="webp",
+                                           size=(1280, 800)),
+             ("jpeg", None): Profile(observation="screenshot", actions="pixel", image_format="jpeg")}
+    a11y_eng = ComputerEngine(root, IMAGE, accept_filesystem=True, keep_goldens_on_close=True, gc_interval_s=None)
+    vis = Profile(observation="screenshot", actions="pixel", size=(1280, 800))
+    vis_eng = ComputerEngine(root, IMAGE, accept_filesystem=True, keep_goldens_on_close=True, gc_interval_s=None,
+                             profile=vis)
+    load0 = _load()
+    try:
+        gen = vis_eng.seed("cap", "zenity-entry")
+        for _ in range(60):  # the dialog is up
+            if vis_eng.in_rollout("cap", gen, "dump", lambda ctx: "Shinken" in tools._observe_tool(ctx, "tree")):
+                break
+            time.sleep(0.25)
+        def cpu_ns(ctx) -> int:  # the fork's cgroup (v1 here): every process of the computer, Xvfb included
+            out = ctx.fork.exec(["cat", "/sys/fs/cgroup/cpuacct/cpuacct.usage"], timeout=30).output.split()
+            return int(out[-1]) if out and out[-1].isdigit() else -1
+
+        cpu: dict[tuple[str, object], list[float]] = {k: [] for k in shots}
+        lat: dict[tuple[str, object], list[float]] = {k: [] for k in shots}
+        guest: dict[tuple[str, object], list[float]] = {k: [] for k in shots}
+        proc_cpu: dict[tuple[str, object], list[float]] = {k: [] for k in shots}
+        size: dict[tuple[str, object], list[int]] = {k: [] for k in shots}
+        via = set()
+        for _ in range(rounds):  # formats interleaved, so load drifts hit each alike
+            for key, prof in shots.items():
+                c0 = vis_eng.in_rollout("cap", gen, "cpu", cpu_ns)
+                t0 = time.perf_counter()
+                shot = vis_eng.in_rollout("cap", gen, "capture", lambda ctx, p=prof: screen.capture(ctx, p))
+                lat[key].append(time.perf_counter() - t0)
+                cpu[key].append((vis_eng.in_rollout("cap", gen, "cpu", cpu_ns) - c0) / 1e9)
+                guest[key].append(shot.guest_ms / 1000)
+                proc_cpu[key].append(shot.cpu_ms / 1000)
+                size[key].append(len(shot.data))
+                via.add(shot.via)
+        tree_bytes = len(vis_eng.in_rollout("cap", gen, "tree", lambda ctx: tools._observe_tool(ctx, "tree")).encode())
+        vis_eng.end("cap", gen)
+
+        # Steps side by side: a11y (click by point + diff observation, today's loop) vs vision
+        # (click by point answering with a screenshot, one exec), alternating.
+        a_gen = a11y_eng.seed("a", "zenity-entry")
+        v_gen = vis_eng.seed("v", "zenity-entry")
+        a_steps, v_steps = [], []
+        for i in range(rounds):
+            x, y = 5 + i, 5
+            t0 = time.perf_counter()
+            a11y_eng.tool("a", a_gen, "computer_click", {"element": None, "x": x, "y": y})
+            a11y_eng.tool("a", a_gen, "computer_observe", {"mode": "diff"})
+            a_steps.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            out = vis_eng.step("v", v_gen, "computer_click", {"x": x, "y": y})
+            v_steps.append(time.perf_counter() - t0)
+            assert out.screenshot is not None, out.text
+        a11y_eng.end("a", a_gen)
+        vis_eng.end("v", v_gen)
+    finally:
+        vis_eng.close()
+        a11y_eng.keep_goldens_on_close = False
+        a11y_eng.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+    print(f"screenshots on a zenity fork, {rounds} rounds, load average {load0} -> {_load()}, capture via {sorted(via)}")
+    print("computer CPU: the fork's cgroup across the capture's exec (Xvfb and the exec's own start included); "
+          "process CPU: the capture's python (start included)")
+    print("format  size         capture p50   p95     in guest p50   computer CPU p50   process CPU p50   bytes p50")
+    for (fmt, sz), xs in lat.items():
+        label = f"{sz[0]}x{sz[1]}" if isinstance(sz, tuple) else "1920x1080"
+        print(f"{fmt:6}  {label:11}  {p50(xs) * 1000:7.0f} ms {pct(xs, 0.95) * 1000:5.0f} ms  "
+              f"{p50(guest[(fmt, sz)]) * 1000:7.0f} ms     {p50(cpu[(fmt, sz)]) * 1000:7.0f} ms      "
+              f"{p50(proc_cpu[(fmt, sz)]) * 1000:7.0f} ms      "
+              f"{p50(size[(fmt, sz)]):9.0f}")
+    print(f"a11y tree of the same screen: {tree_bytes} bytes")
+    print(f"GUI step: a11y (click + diff observe, 2 calls) p50 {p50(a_steps) * 1000:.0f} ms, "
+          f"vision (click + screenshot 1280x800 png, 1 call) p50 {p50(v_steps) * 1000:.0f} ms, "
+          f"ratio vision/a11y {p50(v_steps) / p50(a_steps):.2f}")
 
 
 def bench_calc() -> None:

@@ -17,6 +17,8 @@ EXAMPLES = [
     "shinken make-workspace --dest ~/cua-ws --task-root demo --ids out/demo/receipt.json "
     "--rollouts demo/solutions.jsonl --license Apache-2.0 --force  # the demo, with a full-reward verifier case",
     "shinken make-workspace --dest ~/cua-ws --task-root demo --ids kept.txt --val-fraction 0.2 --json",
+    "shinken make-workspace --dest ~/cua-vl --task-root demo --ids out/demo/receipt.json --license Apache-2.0 "
+    "--observation screenshot --actions pixel --no-exec  # vision-language policies, GUI only",
     "shinken make-workspace --dest ~/cua-ws --task-root data/cua-gym/tasks --ids out/receipt.json --hub shinken/hub:latest"
     "  # web tasks: the server starts the hub",
 ]
@@ -47,6 +49,23 @@ def make_workspace(
                                                help="Hub image the server runs for web tasks (as given to probe).")] = None,
     mock_urls: Annotated[Optional[Path], typer.Option("--mock-urls", metavar="FILE",
                                                       help="Mock URL map the server uses for web tasks (as given to probe).")] = None,
+    observation: Annotated[str, typer.Option(
+        "--observation", help="What the policy sees: a11y (the accessibility tree as text), screenshot (a screenshot "
+                              "at seed time and after every action), both.")] = "a11y",
+    actions: Annotated[str, typer.Option(
+        "--actions", help="Tools: shinken (element ids or points), pixel (click/double_click/right_click/drag/scroll/"
+                          "move at pixels, type, key, wait, done), pyautogui (one tool running a short pyautogui "
+                          "program; WAIT/DONE/FAIL).")] = "shinken",
+    no_exec: Annotated[bool, typer.Option(
+        "--no-exec", help="No shell tool (nor unchecked Python): desktop tasks must be done through the GUI.")] = False,
+    screenshot_size: Annotated[Optional[str], typer.Option(
+        "--screenshot-size", metavar="WxH", help="Scale screenshots (and the policy's coordinates) to WxH; "
+                                                 "default the display's size.")] = None,
+    screenshot_format: Annotated[str, typer.Option("--screenshot-format", help="png, jpeg or webp.")] = "png",
+    screenshot_quality: Annotated[int, typer.Option("--screenshot-quality", help="JPEG/WebP quality 1-100.")] = 80,
+    screenshot_history: Annotated[Optional[int], typer.Option(
+        "--screenshot-history", metavar="N", help="Keep only the last N screenshots in the model's context (default: "
+                                                  "all; N is not safe for NeMo RL's exact-prefix check).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Write a NeMo Gym environment for the tasks a probe receipt kept.
@@ -56,15 +75,18 @@ def make_workspace(
     verifier cases built from the probe's evidence and the task bundles themselves, with every
     path relative to it. The gym commands that check it (Gym's gates) and run it are printed.
     """
+    from shinken.computer.profiles import Profile, parse_size
     from shinken.workspace.writer import WorkspaceOptions
     from shinken.workspace.writer import make_workspace as write_workspace
 
     output = Output(json_out)
+    profile = Profile(observation=observation, actions=actions, exec=not no_exec, image_format=screenshot_format,
+                      quality=screenshot_quality, size=parse_size(screenshot_size))
     res = write_workspace(WorkspaceOptions(
         dest=dest, task_root=task_root, ids_file=ids, val_fraction=val_fraction, seed=seed,
         stratify=stratify, image=image, max_steps=max_steps, license=license, dataset_license=dataset_license,
         name=name, authors=list(author or []), rollouts=list(rollouts or []), force=force, hub=hub,
-        mock_urls=mock_urls))
+        mock_urls=mock_urls, profile=profile, screenshot_history=screenshot_history))
     for note in res.notes:
         output.note(f"shinken: note: {note}")
 

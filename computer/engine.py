@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
+from shinken.computer import actions
+from shinken.computer.actions import ToolOutput
+from shinken.computer.profiles import Profile
 from shinken.computer.settings import DEFAULTS, ServerSettings
-from shinken.computer.tools import ToolContext, new_context, run_tool
+from shinken.computer.tools import ToolContext, new_context
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
@@ -132,8 +135,11 @@ class ComputerEngine:
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None, web: WebPlan | None = None) -> None:
+                 judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None) -> None:
         self.task_root = Path(task_root)
+        # What the policy sees and acts with (docs/computer.md, "Profiles"); the default is the
+        # accessibility tree and shinken's element tools.
+        self.profile = profile or Profile()
         self.image = image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
         self.accept_filesystem = accept_filesystem
@@ -488,6 +494,26 @@ class ComputerEngine:
             self._leave()
 
     def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> str:
+        """The text the policy sees for one tool call (see step() for the screenshot too)."""
+        return self.step(session, generation, name, arguments).text
+
+    def step(self, session: str, generation: str, name: str, arguments: Any) -> ToolOutput:
+        """One tool call of the engine's profile: its text and, in screenshot profiles, the screen after it."""
+        out: ToolOutput = self.in_rollout(session, generation, name,
+                                           lambda ctx: actions.run(ctx, self.profile, name, arguments))
+        return out
+
+    def first_observation(self, session: str, generation: str) -> ToolOutput | None:
+        """The screen a rollout starts from (screenshot profiles; None otherwise), for the seed response."""
+        if not self.profile.screenshots:
+            return None
+        first: ToolOutput | None = self.in_rollout(session, generation, "the first screenshot",
+                                                    lambda ctx: actions.first_observation(ctx, self.profile))
+        return first
+
+    def in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
+        """fn(the rollout's tool context) under the session's lock, as a tool call runs (tests and
+        benchmarks read the tree and the screen of one moment with it); an InfraError masks the rollout."""
         self._enter()
         try:
             sess = self._locked_session(session)
@@ -495,16 +521,16 @@ class ComputerEngine:
                 self._check(sess, session, generation)
                 assert sess is not None
                 if sess.infra_failure:
-                    return "error: the computer failed earlier in this rollout; it will not be scored"
+                    return ToolOutput("error: the computer failed earlier in this rollout; it will not be scored")
                 assert sess.ctx is not None
                 try:
-                    return run_tool(sess.ctx, name, arguments)
+                    return fn(sess.ctx)
                 except (InfraError, SessionError) as exc:
                     # The fork broke under us (daemon error, container gone): not the model's doing.
-                    sess.infra_failure = f"{type(exc).__name__} during {name}: {exc}"
+                    sess.infra_failure = f"{type(exc).__name__} during {what}: {exc}"
                     sess.failure_code = _infra_code(exc)
                     sess.failure_stage = "agent"
-                    return "error: the computer failed (infrastructure); this rollout will not be scored"
+                    return ToolOutput("error: the computer failed (infrastructure); this rollout will not be scored")
                 finally:
                     sess.last_used = time.monotonic()
             finally:

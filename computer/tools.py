@@ -132,9 +132,10 @@ class ToolArgError(ValueError):
     """Bad arguments: reported to the model as text."""
 
 
-def _args(name: str, arguments: Any) -> dict[str, Any]:
-    """Check arguments against the tool's schema shape: no extras, required non-null present,
-    types right. Missing nullable fields count as null (lenient to non-strict callers)."""
+def _args(name: str, arguments: Any, tools: dict[str, dict[str, Any]] = TOOLS_BY_NAME) -> dict[str, Any]:
+    """Check arguments against the tool's schema shape (from `tools`): no extras, required
+    non-null present, types right, numbers within minimum/maximum. Missing nullable fields count
+    as null (lenient to non-strict callers)."""
     if arguments is None:
         arguments = {}
     if isinstance(arguments, str):  # Responses-API function calls carry arguments as a JSON string
@@ -144,7 +145,7 @@ def _args(name: str, arguments: Any) -> dict[str, Any]:
             raise ToolArgError("arguments are not valid JSON") from None
     if not isinstance(arguments, dict):
         raise ToolArgError(f"arguments must be a JSON object, got {type(arguments).__name__}")
-    props = TOOLS_BY_NAME[name]["parameters"]["properties"]
+    props = tools[name]["parameters"]["properties"]
     extra = sorted(set(arguments) - set(props))
     if extra:
         raise ToolArgError(f"unexpected argument(s) {', '.join(extra)}; {name} takes {', '.join(props) or 'none'}")
@@ -160,9 +161,12 @@ def _args(name: str, arguments: Any) -> dict[str, Any]:
         if "integer" in types and isinstance(value, float) and value.is_integer():
             value = int(value)
         ok = ("string" in types and isinstance(value, str)) or (
-            "integer" in types and isinstance(value, int) and not isinstance(value, bool))
+            "integer" in types and isinstance(value, int) and not isinstance(value, bool)) or (
+            "number" in types and isinstance(value, (int, float)) and not isinstance(value, bool))
         if not ok:
             raise ToolArgError(f"argument {key!r} must be {' or '.join(t for t in types if t != 'null')}")
+        if isinstance(value, (int, float)) and not (spec.get("minimum", value) <= value <= spec.get("maximum", value)):
+            raise ToolArgError(f"argument {key!r} must be within {spec.get('minimum')}..{spec.get('maximum')}")
         if "enum" in spec and value not in spec["enum"]:
             raise ToolArgError(f"argument {key!r} must be one of {', '.join(spec['enum'])}")
         out[key] = value

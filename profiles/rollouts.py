@@ -14,6 +14,7 @@ the task of a rollout that does not carry `task_id`).
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -51,6 +52,9 @@ class Outcome:
     total_tokens: int | None
     source: str
     line: int
+    # The observation/action profile of the row (canonical JSON of shinken.computer.profiles.Profile;
+    # rows without `shinken_profile` are the default's); None when the line carries no row fields.
+    policy_profile: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -205,11 +209,25 @@ def read_file(path: Path) -> list[Outcome]:
             rid = response.get("id")
             key = f"resp:{rid}" if isinstance(rid, str) and rid else "sha:" + hashlib.sha256(raw).hexdigest()
         bh = doc.get("bundle_hash")
+        policy = _policy_profile(doc, path, n)
         outcomes.append(Outcome(
             key=key, slot=slot, task_id=tid, bundle_hash=bh if isinstance(bh, str) and bh else None,
             status=status, reward=reward, failure_kind=kind, turns=turns, tool_calls=calls,
-            input_tokens=tin, output_tokens=tout, total_tokens=ttot, source=str(path), line=n))
+            input_tokens=tin, output_tokens=tout, total_tokens=ttot, source=str(path), line=n,
+            policy_profile=policy))
     return outcomes
+
+
+def _policy_profile(doc: dict[str, Any], path: Path, n: int) -> str | None:
+    """The row's `shinken_profile` as canonical JSON, `{}` for a row without one (the default
+    profile); None when the line carries no row fields."""
+    if "task_id" not in doc and "shinken_profile" not in doc:
+        return None
+    got = doc.get("shinken_profile")
+    if got is not None and not isinstance(got, dict):
+        raise ShinkenError(f"{path}:{n}: shinken_profile is not a profile; profile rollouts of rows made by "
+                           "`shinken make-workspace`")
+    return json.dumps(got or {}, sort_keys=True)
 
 
 def merge(earlier: list[Outcome], new: list[Outcome]) -> tuple[list[Outcome], int]:

@@ -3,6 +3,8 @@ in the output folder), profile every task, choose the band and the control sampl
 
 from __future__ import annotations
 
+import json
+
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +111,10 @@ def run_profile(req: ProfileRequest) -> ProfileResult:
         outcomes, added = merge(outcomes, new)
         reads.append({"path": str(f), "sha256": _sha256(f), "rollouts": len(new), "new": added, "read_at": utc_now()})
 
+    policies = sorted({o.policy_profile for o in outcomes if o.policy_profile})
+    if len(policies) > 1:
+        raise ShinkenError(f"the rollouts come from {len(policies)} observation/action profiles ({'; '.join(policies)}); "
+                           "a pass rate means one profile: profile each workspace's rollouts into its own --out")
     unknown = sorted({o.task_id for o in outcomes} - set(infos))
     if unknown:
         shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
@@ -139,6 +145,7 @@ def run_profile(req: ProfileRequest) -> ProfileResult:
         },
         "counts": counts,
         "band_file": BAND_FILE,
+        "policy_profile": json.loads(policies[0]) if policies else None,
         "control_file": CONTROL_FILE if control is not None else None,
         "control_size": len(control) if control is not None else None,
         "tasks": tasks,

@@ -108,6 +108,7 @@ class ProfileFigures:
     unmeasured: int  # tasks without a pass rate (no scored rollout): not in the histogram
     control_size: int | None
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    policy_profile: str | None = None  # the observation/action profile's name when not the default
 
 
 def triage_figures(doc: dict[str, Any], top_apps: int = 12, top_reasons: int = 10) -> TriageFigures:
@@ -199,7 +200,20 @@ def profile_figures(doc: dict[str, Any], bins: int = 10) -> ProfileFigures:
         hist[bin_index(t["pass_rate"], bins)].parts[t["band"]] += 1
     return ProfileFigures(settings=doc["settings"], totals=doc["totals"], counts=dict(doc["counts"]),
                           histogram=hist, unmeasured=unmeasured, control_size=doc["control_size"],
-                          tasks=doc["tasks"])
+                          tasks=doc["tasks"], policy_profile=_profile_name(doc.get("policy_profile")))
+
+
+def _profile_name(doc: Any) -> str | None:
+    """`screenshot+pixel-noexec` for a non-default profile; None for the default or none recorded."""
+    from shinken.computer.profiles import Profile
+
+    if not isinstance(doc, dict):
+        return None
+    try:
+        profile = Profile.from_json(doc)
+    except Exception:  # noqa: BLE001 - an unreadable profile is not shown rather than guessed
+        return None
+    return None if profile.is_default else profile.name
 
 
 @dataclass

@@ -170,7 +170,9 @@ class _Page:
             f'{_num("profile.masked", tot["masked"])} masked by the server, {_num("profile.failed", tot["failed"])} '
             f'failed in Gym, {_num("profile.stale", tot["stale"])} of older bundles. A pass is a reward of at least '
             f'{escape(str(s["pass_threshold"]))}; a task needs {escape(str(s["min_rollouts"]))} scored rollouts to be '
-            f'measured.</p>',
+            f'measured.'
+            + (f' Measured with the observation/action profile <code>{escape(pr.policy_profile)}</code>: the band '
+               'holds for that profile only.' if pr.policy_profile else '') + '</p>',
             self.fig(f"Pass rate per task, the band ({s['min_pass']:g} < pass rate < {s['max_pass']:g}) shaded",
                      svg.legend(BAND_SERIES, pr.counts, "legend.band"),
                      svg.histogram(pr.histogram, BAND_SERIES, (s["min_pass"], s["max_pass"]), "hist",

@@ -76,7 +76,9 @@ def render_figures(f: Figures, level: int = 1) -> str:
                 f"Band: {s['min_pass']} < pass rate < {s['max_pass']}, a pass is reward >= {s['pass_threshold']}, "
                 f"a task is measured with {s['min_rollouts']}+ scored rollouts. "
                 f"Scored {tot['scored']}, masked {tot['masked']}, failed {tot['failed']}, stale {tot['stale']}"
-                + (f"; control sample {pr.control_size} tasks." if pr.control_size is not None else "."), ""]
+                + (f"; control sample {pr.control_size} tasks." if pr.control_size is not None else ".")
+                + (f" Measured with the observation/action profile `{pr.policy_profile}`: the band holds for that "
+                   "profile only." if pr.policy_profile else ""), ""]
         out += _table(["band", "tasks"], [[b, n] for b, n in pr.counts.items()])
         most = max((b.total for b in pr.histogram), default=0)
         out += [f"{h}## Pass-rate histogram", ""]

@@ -60,6 +60,9 @@ DEMO_TASKS = ("hello-file", "zenity-entry", SPREADSHEET)  # the demo tasks the s
 # Where Gym puts each server's venv below the working directory (its default uv_venv_dir).
 VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/simple_agent",
              "responses_api_models/openai_model", "environment_servers/legacy_agent")
+# A screenshot workspace runs the vision agent it ships instead of simple_agent.
+VISION_VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/shinken_vision_agent",
+                    "responses_api_models/openai_model", "environment_servers/legacy_agent")
 
 
 def sandbox_image(kind: str = "cua") -> str:
@@ -258,13 +261,15 @@ def resources_server(tmp: Path, ws: "GymWorkspace", port: int, *, binds: list[tu
 # ---------------------------------------------------------------- per-server venv cache
 
 
-def venv_key(gym_image: str, requirements: str) -> str:
-    """Cache key: the runner image (its python, Gym and the built-in servers' requirements)
-    and the resources server's requirements minus the vendored shinken wheel."""
+def venv_key(gym_image: str, requirements: str, dirs: tuple[str, ...] = VENV_DIRS) -> str:
+    """Cache key: the runner image (its python, Gym and the built-in servers' requirements),
+    the resources server's requirements minus the vendored shinken wheel, and the server dirs
+    (a screenshot workspace's set differs, so it has its own shared cache)."""
     image_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", gym_image],
                               capture_output=True, text=True).stdout.strip()
     kept = [ln for ln in requirements.splitlines() if ln.strip() and not ln.strip().startswith("./vendor/")]
-    return hashlib.sha256("\n".join([image_id, WS_MOUNT, *kept]).encode()).hexdigest()[:16]
+    extra = [] if dirs == VENV_DIRS else list(dirs)  # the default key is what it always was
+    return hashlib.sha256("\n".join([image_id, WS_MOUNT, *kept, *extra]).encode()).hexdigest()[:16]
 
 
 @dataclass
@@ -274,10 +279,11 @@ class VenvCache:
     root: Path
     shared: bool  # False: a private, cold set (the shared one was in use)
     lock: Any = None
+    dirs: tuple[str, ...] = VENV_DIRS
 
     def binds(self) -> list[tuple[Path, str]]:
         out = []
-        for rel in VENV_DIRS:
+        for rel in self.dirs:
             host = self.root / rel
             host.mkdir(parents=True, exist_ok=True)
             out.append((host, f"{WS_MOUNT}/{rel}/.venv"))
@@ -290,7 +296,7 @@ class VenvCache:
             subprocess.run(["rm", "-rf", str(self.root)], capture_output=True)
 
 
-def acquire_venvs(key: str, private: Path) -> VenvCache:
+def acquire_venvs(key: str, private: Path, dirs: tuple[str, ...] = VENV_DIRS) -> VenvCache:
     VENV_CACHE.mkdir(parents=True, exist_ok=True)
     lock = open(VENV_CACHE / f"{key}.lock", "a+")
     try:
@@ -298,8 +304,8 @@ def acquire_venvs(key: str, private: Path) -> VenvCache:
     except BlockingIOError:
         lock.close()
         print(f"\nshared Gym venvs {key} are in use by another session: building private ones", file=sys.stderr)
-        return VenvCache(private, shared=False)
-    return VenvCache(VENV_CACHE / key, shared=True, lock=lock)
+        return VenvCache(private, shared=False, dirs=dirs)
+    return VenvCache(VENV_CACHE / key, shared=True, lock=lock, dirs=dirs)
 
 
 # ---------------------------------------------------------------- the session
@@ -354,11 +360,13 @@ def make_demo_workspace(tmp: Path) -> GymWorkspace:
 
 
 def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None,
-           binds: list[tuple[Path, str]] | None = None) -> tuple[GymContainer, VenvCache]:
+           binds: list[tuple[Path, str]] | None = None,
+           venv_dirs: tuple[str, ...] = VENV_DIRS) -> tuple[GymContainer, VenvCache]:
     """A started runner container (`sleep infinity`) with workspace `ws` at WS_MOUNT, the uv
     cache and the per-server venvs (shared when free, else private under `private`)."""
     image = ensure_gym_image()
-    venvs = acquire_venvs(venv_key(image, (ws / "resources_servers" / NAME / "requirements.txt").read_text()), private)
+    requirements = (ws / "resources_servers" / NAME / "requirements.txt").read_text()
+    venvs = acquire_venvs(venv_key(image, requirements, venv_dirs), private, venv_dirs)
     UV_CACHE.mkdir(parents=True, exist_ok=True)
     c = GymContainer(binds=[(ws, WS_MOUNT), (UV_CACHE, f"{WS_MOUNT}/cache/uv"), *venvs.binds(), *(binds or [])],
                      workdir=WS_MOUNT, env={"UV_LINK_MODE": "copy", **(env or {})}, image=image)
@@ -391,11 +399,12 @@ class GymSession:
 
 @contextlib.contextmanager
 def gym_session(ws: Path, private: Path, policy: Any = None, *,
-                env: dict[str, str] | None = None, binds: list[tuple[Path, str]] | None = None) -> Iterator[GymSession]:
+                env: dict[str, str] | None = None, binds: list[tuple[Path, str]] | None = None,
+                venv_dirs: tuple[str, ...] = VENV_DIRS) -> Iterator[GymSession]:
     """A runner for workspace `ws` (see runner()); on the way out, whatever happened: the servers
     interrupted, the container stopped, the venvs released and `policy` (a scripted policy
     server) stopped."""
-    c, venvs = runner(ws, private, env=env, binds=binds)
+    c, venvs = runner(ws, private, env=env, binds=binds, venv_dirs=venv_dirs)
     session = GymSession(c)
     try:
         yield session

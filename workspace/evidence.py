@@ -146,6 +146,7 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
 
     solved: list[tuple[str, str]] = []
     solutions: dict[str, tuple[Path, Rollout]] = {}
+    other_tools = 0
     for path in rollout_files:
         for tid, rollouts in load_rollouts(path).items():
             if tid not in rows or tid in solutions or tid not in lines:
@@ -153,6 +154,10 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
             replays = {r["rollout"]: r for r in lines[tid].get("replay") or []}
             for ro in rollouts:
                 rec = replays.get(ro.index)
+                tools = {t["name"] for t in rows[tid]["responses_create_params"]["tools"]}
+                if any(c.name not in tools for c in ro.calls):  # recorded with tools this profile lacks
+                    other_tools += 1
+                    continue
                 if rec and rec["match"] and _is(rec["reward"], 1.0) and rec["calls"] == len(ro.calls):
                     solutions[tid] = (path, ro)
                     solved.append((rows[tid].get("app_type") or "", tid))
@@ -163,12 +168,18 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
         ev.cases.append(case(f"{tid}: recorded solution ({path.name} rollout {ro.index}, {len(calls)} calls) "
                              "replayed by the probe with reward 1.0", "full_reward", rows[tid], calls, 1.0,
                              f"{tid}-solution-{ro.index}"))
-    oracles = _passing_oracles(lines, [t for t in ids if t in rows and t not in solutions], ev.notes)
+    # An oracle runs through computer_exec: a profile without the shell (--no-exec) cannot replay it.
+    oracles = _passing_oracles(lines, [t for t in ids if t in rows and t not in solutions and "computer_exec" in
+                                       {x["name"] for x in rows[t]["responses_create_params"]["tools"]}], ev.notes)
     taken = len([c for c in ev.cases if c["kind"] == "full_reward"])
     for tid in _spread([(rows[t].get("app_type") or "", t) for t in oracles], MAX_FULL - taken):
         orc = oracles[tid]
         ev.cases.append(case(f"{tid}: reference solution ({orc.name}, run through computer_exec) scored 1.0 by "
                              "the probe", "full_reward", rows[tid], orc.calls(), 1.0, f"{tid}-oracle"))
+    if other_tools:
+        ev.notes.append(f"{other_tools} recorded rollout(s) call tools this workspace's profile does not have (e.g. "
+                        "computer_exec with --no-exec): not used as full_reward cases; `gym env test` needs one recorded "
+                        "with this profile's tools")
     if not solved and not oracles:
         ev.notes.append("no full_reward verifier case: no recorded rollout reproduced with reward 1.0 by `shinken "
                         "probe --replay` and no oracle (golden_patch.py, `--oracle DIR`) passed in the probe")

@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from shinken.computer.settings import DEFAULTS as SERVER_DEFAULTS, KNOBS
+from shinken.computer.profiles import Profile
 from shinken.errors import ShinkenError
 from shinken.workspace.licensing import License
 
@@ -69,6 +70,14 @@ class Names:
     def environment_instance(self) -> str:
         return f"{self.name}_environment_server"
 
+    @property
+    def vision_agent_instance(self) -> str:
+        return f"{self.name}_vision_agent"
+
+    def agent_for(self, profile: Profile) -> str:
+        """The agent instance rows name: the vision agent delivers screenshots as input_image parts."""
+        return self.vision_agent_instance if profile.screenshots else self.agent_instance
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -77,6 +86,8 @@ class EngineSettings:
     max_steps: int
     hub_image: str | None = None  # hub image serving the mock web apps of web tasks (mockweb)
     mock_urls: str | None = None  # or a mock URL map of mocks run elsewhere
+    profile: Profile = Profile()  # what the policy sees and acts with (the default is written nowhere)
+    screenshot_history: int | None = None  # keep only the last N screenshots in the model's context
 
     def __post_init__(self) -> None:
         if not IMAGE_RE.match(self.image):
@@ -108,6 +119,40 @@ def _plain(value: float) -> float:
     return int(value) if float(value).is_integer() else value
 
 
+VISION_AGENT_DIR = "shinken_vision_agent"  # responses_api_agents/<this>/ (workspace_templates/agent)
+
+
+def _profile_settings(profile: Profile) -> dict[str, Any]:
+    if profile.is_default:
+        return {}  # a default workspace's config is what it was before profiles
+    return {
+        "shinken_observation": profile.observation,
+        "shinken_actions": profile.actions,
+        "shinken_exec": profile.exec,
+        "shinken_screenshot_format": profile.image_format,
+        "shinken_screenshot_quality": profile.quality,
+        "shinken_screenshot_size": f"{profile.size[0]}x{profile.size[1]}" if profile.size else None,
+    }
+
+
+def _agent(names: Names, engine: EngineSettings, datasets: list[dict[str, Any]]) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "entrypoint": "app.py",
+        "resources_server": {"type": "resources_servers", "name": names.resources_instance},
+        "model_server": {"type": "responses_api_models", "name": "policy_model"},
+        "max_steps": engine.max_steps,
+        "datasets": datasets,
+    }
+    if not engine.profile.screenshots:
+        return {names.agent_instance: {"responses_api_agents": {"simple_agent": block}}}
+    if engine.screenshot_history is not None:
+        # Gym's recency policy: earlier screenshots leave the context (not an exact prefix: NeMo RL
+        # refuses such rollouts for training; for evaluation of long rollouts).
+        block["context_history"] = {"enabled": True, "policy": {"type": "recency", "config": {"images": {
+            "enabled": True, "keep_last_groups": engine.screenshot_history, "protect_initial_context": False}}}}
+    return {names.vision_agent_instance: {"responses_api_agents": {VISION_AGENT_DIR: block}}}
+
+
 def server_config(names: Names, engine: EngineSettings, lic: License, description: str) -> dict[str, Any]:
     datasets = []
     for split in SPLITS:
@@ -135,17 +180,12 @@ def server_config(names: Names, engine: EngineSettings, lic: License, descriptio
             "shinken_mock_urls": _env("SHINKEN_MOCK_URLS", engine.mock_urls),
             # A fleet of Docker hosts on Ray (docs/fleet.md); empty = this machine's engine.
             "shinken_fleet_address": _env("SHINKEN_FLEET_ADDRESS", None),
+            **_profile_settings(engine.profile),
         }}},
-        names.agent_instance: {"responses_api_agents": {"simple_agent": {
-            "entrypoint": "app.py",
-            "resources_server": {"type": "resources_servers", "name": names.resources_instance},
-            "model_server": {"type": "responses_api_models", "name": "policy_model"},
-            "max_steps": engine.max_steps,
-            "datasets": datasets,
-        }}},
+        **_agent(names, engine, datasets),
         names.environment_instance: {"environment_servers": {"legacy_agent": {
             "entrypoint": "app.py",
-            "agent_server": {"type": "responses_api_agents", "name": names.agent_instance},
+            "agent_server": {"type": "responses_api_agents", "name": names.agent_for(engine.profile)},
         }}},
     }
 
@@ -155,7 +195,7 @@ def environment_config(names: Names) -> dict[str, Any]:
 
 
 def manifest(names: Names, *, version: str, description: str, lic: License, authors: list[str],
-             determinism: str) -> dict[str, Any]:
+             determinism: str, profile: Profile = Profile()) -> dict[str, Any]:
     return {
         "name": names.name,
         "version": version,
@@ -164,13 +204,14 @@ def manifest(names: Names, *, version: str, description: str, lic: License, auth
         "integration_profile": "custom-gym-verifier",
         "domain": "agent",
         "description": description,
-        "modality": "text",  # observations are accessibility trees and command output, as text
+        # observations are accessibility trees and command output, as text (or screenshots too)
+        "modality": "multimodal" if profile.screenshots else "text",
         "licensing": lic.spdx,
         "authors": authors,
         "reward": {"range": [0.0, 1.0], "higher_is_better": True},
         "determinism": determinism,
         "resources_server": names.name,
-        "agent_server": "simple_agent",
+        "agent_server": VISION_AGENT_DIR if profile.screenshots else "simple_agent",
         "datasets": [{"name": s, "type": s, "jsonl_fpath": str(names.data(s)), "num_repeats": 1} for s in SPLITS],
         "model_server": "policy_model",
         "session_model": "episode",
@@ -192,15 +233,16 @@ def gate_commands(names: Names) -> list[str]:
     ]
 
 
-def run_commands(names: Names) -> list[str]:
+def run_commands(names: Names, profile: Profile = Profile()) -> list[str]:
     """Serve, collect the example rollouts and metrics Gym servers ship, then publish."""
     n, cfg, data = names.name, names.server_config, names.server_dir / "data"
+    agent = names.agent_for(profile)
     return [
         f"gym env start --environment {n} --config {MODEL_CONFIG}",
         f"#   legacy: ng_run \"+config_paths=[{cfg},{MODEL_CONFIG}]\"",
-        f"gym eval run --no-serve --agent {names.agent_instance} --input {data}/example.jsonl "
+        f"gym eval run --no-serve --agent {agent} --input {data}/example.jsonl "
         f"--output results/example_rollouts.jsonl --limit 5 --concurrency 2",
-        f"#   legacy: ng_collect_rollouts +agent_name={names.agent_instance} +input_jsonl_fpath={data}/example.jsonl "
+        f"#   legacy: ng_collect_rollouts +agent_name={agent} +input_jsonl_fpath={data}/example.jsonl "
         f"+output_jsonl_fpath=results/example_rollouts.jsonl +limit=5 +num_samples_in_parallel=2",
         f"cp results/example_rollouts.jsonl {data}/example_rollouts.jsonl",
         f"gym dataset collate --config {cfg} --mode example_validation --output-dir results/example_validation",

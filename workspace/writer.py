@@ -29,6 +29,7 @@ import orjson
 
 import shinken
 from shinken.bundles.model import Bundle
+from shinken.computer.profiles import Profile
 from shinken.download.source import SourceInfo, read_source
 from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
@@ -53,6 +54,8 @@ EXAMPLE_ROWS = 5  # `gym env test --all` insists on exactly five
 TEMPLATES = "shinken.workspace_templates"
 # Server files copied as they are (real Python, so linters and type checkers read them).
 SERVER_CODE = ("__init__.py", "app.py", "task_data.py", "tests/__init__.py", "tests/test_app.py")
+# The agent that delivers screenshots as input_image parts (screenshot profiles only).
+AGENT_CODE = ("app.py", "requirements.txt")
 
 
 @dataclass
@@ -73,6 +76,8 @@ class WorkspaceOptions:
     force: bool = False
     hub: str | None = None  # hub image the server starts for web tasks (mockweb)
     mock_urls: Path | None = None  # or mocks the user runs elsewhere
+    profile: Profile = field(default_factory=Profile)  # what the policy sees and acts with
+    screenshot_history: int | None = None  # keep only the last N screenshots (not NeMo RL prefix-safe)
 
 
 @dataclass
@@ -144,9 +149,43 @@ def _jsonl(path: Path, docs: list[dict[str, Any]]) -> None:
     path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in docs))
 
 
-def commands_for(dest: Path, names: gymcfg.Names = gymcfg.Names(rows_mod.SERVER_NAME)) -> list[str]:
+def commands_for(dest: Path, names: gymcfg.Names = gymcfg.Names(rows_mod.SERVER_NAME),
+                 profile: Profile = Profile()) -> list[str]:
     return [f"cd {dest}", "# edit env.yaml (policy_base_url, policy_model_name; export POLICY_API_KEY)",
-            *gymcfg.gate_commands(names), *gymcfg.run_commands(names)]
+            *gymcfg.gate_commands(names), *gymcfg.run_commands(names, profile)]
+
+
+def _profile_section(profile: Profile, history: int | None, names: gymcfg.Names) -> str:
+    """The generated README's words on a non-default profile (empty for the default)."""
+    if profile.is_default:
+        return ""
+    p = profile.to_json()
+    lines = ["", "", "## Profile", "",
+             f"Observation `{p['observation']}`, actions `{p['actions']}`, shell tool "
+             f"{'on' if profile.exec else 'off (`--no-exec`: desktop tasks must be done through the GUI)'}"
+             + (f", screenshots {p['image_format']}"
+                + (f" (quality {p['quality']})" if p['image_format'] != 'png' else "")
+                + f" at {p['size'] or 'the display size'}" if profile.screenshots else "")
+             + ". Every row carries this profile (`shinken_profile`) and the server refuses rows made for another "
+               "one, so a pass rate measured here is never used with another profile by accident."]
+    if profile.screenshots:
+        keep = (f"only the last {history} screenshots are kept in the model's context (Gym's recency policy); "
+                "that rewrites earlier turns, so NeMo RL's exact-prefix check refuses such rollouts for training: use "
+                "it for evaluation" if history is not None else
+                "every screenshot stays in the history (the exact prefix NeMo RL checks)")
+        lines += ["",
+                  f"Rows name the agent `{names.vision_agent_instance}` (`responses_api_agents/{gymcfg.VISION_AGENT_DIR}/`"
+                  ", Gym 0.7.0's `simple_agent_with_compaction` with its hooks filled in): each tool result's screenshot "
+                  "becomes a `role: \"user\"` message with an `input_image` part (a data URL) after the "
+                  "function_call_output, which keeps the text without the base64; the screen at seed time is the first "
+                  f"such message. By default {keep}.",
+                  "",
+                  "Who accepts these rollouts: collecting them for evaluation and profiling works with any "
+                  "vision-language model served through an OpenAI-compatible endpoint (vLLM, SGLang, hosted APIs). "
+                  "Training a VLM policy on them with NeMo RL needs its main branch after Aug 2026 and a Nemotron "
+                  "VL/Omni processor; NeMo Gym's plain `simple_agent` would hand the screenshot to the model as "
+                  "base64 text, and vLLM refuses images inside a function_call_output."]
+    return "\n".join(lines)
 
 
 def _case_table(cases: list[dict[str, Any]]) -> str:
@@ -194,7 +233,11 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     dest = Path(opts.dest).expanduser().absolute()
     task_root = Path(opts.task_root).expanduser().resolve()
     names = gymcfg.Names(opts.name)
+    if opts.screenshot_history is not None and (opts.screenshot_history < 1 or not opts.profile.screenshots):
+        raise ShinkenError(f"--screenshot-history {opts.screenshot_history}: give N >= 1, with --observation screenshot "
+                           "or both")
     engine = gymcfg.EngineSettings(image=opts.image, state_fidelity="checked", max_steps=opts.max_steps,
+                                   profile=opts.profile, screenshot_history=opts.screenshot_history,
                                    hub_image=opts.hub,
                                    mock_urls=str(Path(opts.mock_urls).resolve()) if opts.mock_urls else None)
     if not 0.0 <= opts.val_fraction < 1.0:
@@ -209,6 +252,7 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
             raise ShinkenError(f"--rollouts {path}: no such file; pass the rollouts JSONL given to `shinken probe --replay`")
     check_dest(dest, opts.force)
     listed = read_id_list(Path(opts.ids_file))
+    _check_band_profile(Path(opts.ids_file), opts.profile)
     source = read_source(task_root) if task_root.is_dir() else None
     lic = resolve_license(opts.license, source.license if source else None, task_root=task_root,
                           dataset_label=opts.dataset_license)
@@ -221,8 +265,9 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     if listed.receipt is not None and (listed.receipt.get("summary") or {}).get("state_fidelity") == "filesystem":
         engine = replace(engine, state_fidelity="filesystem")
     checks = kept_checks(listed.receipt)
-    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id),
-                                    alerts=alerts.get(b.id), checks=checks.get(b.id, (None, None)))
+    rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_for(opts.profile), tier=tiers.get(b.id),
+                                    alerts=alerts.get(b.id), checks=checks.get(b.id, (None, None)),
+                                    profile=opts.profile)
             for b in _for_rows(bundles, opts)}
     split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
     _check_disjoint(split.train, split.validation, rows)
@@ -261,6 +306,11 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
             (server / rel).parent.mkdir(parents=True, exist_ok=True)
             (server / rel).write_text(_template(f"server/{rel}"))
         wheel = build_wheel(server / "vendor", [(server / rel).read_text() for rel in SERVER_CODE])
+        if opts.profile.screenshots:
+            agent_dir = stage / "responses_api_agents" / gymcfg.VISION_AGENT_DIR
+            agent_dir.mkdir(parents=True)
+            for rel in AGENT_CODE:
+                (agent_dir / rel).write_text(_template(f"agent/{rel}"))
         store = copy_bundles(bundles, stage / names.tasks, task_root)
         for split_name, docs in split_rows.items():
             _jsonl(stage / names.data(split_name), docs)
@@ -284,7 +334,7 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
         (env_dir / "config.yaml").write_text(dump_yaml(gymcfg.environment_config(names)))
         (env_dir / "manifest.yaml").write_text(dump_yaml(gymcfg.manifest(
             names, version=f"{shinken.__version__.split('+')[0]}+{data_hash}", description=description, lic=lic,
-            authors=authors, determinism=evidence.determinism)))
+            authors=authors, determinism=evidence.determinism, profile=opts.profile)))
         counts = evidence.counts()
         common = dict(
             name=names.name, shinken_version=shinken.__version__, source=_describe_source(source),
@@ -295,9 +345,10 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
             bytes_stored=store.bytes_stored, linked=store.linked, determinism=evidence.determinism,
             determinism_why=evidence.sources.get("determinism", "no probe receipt"),
             n_cases=len(evidence.cases), cases=_case_table(evidence.cases),
-            gates="\n".join(gymcfg.gate_commands(names)), run="\n".join(gymcfg.run_commands(names)),
+            gates="\n".join(gymcfg.gate_commands(names)), run="\n".join(gymcfg.run_commands(names, opts.profile)),
+            profile_section=_profile_section(opts.profile, opts.screenshot_history, names),
             zero=counts["zero_reward"], full=counts["full_reward"], model_config=gymcfg.MODEL_CONFIG,
-            agent=names.agent_instance, server_dir=names.server_dir, tasks=names.tasks)
+            agent=names.agent_for(opts.profile), server_dir=names.server_dir, tasks=names.tasks)
         (server / "README.md").write_text(_render("server/README.md.tmpl", **common))
         (env_dir / "README.md").write_text(_render("environment/README.md.tmpl", **common))
         (stage / "env.yaml").write_text(_template("env.yaml"))
@@ -325,6 +376,8 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
             "validation": split.validation,
             "example": example,
         }
+        if not opts.profile.is_default:
+            manifest["profile"] = {**opts.profile.to_json(), "screenshot_history": opts.screenshot_history}
         write_json(stage / MANIFEST, manifest, "workspace_manifest")
         os.chmod(stage, 0o755)
         (stage / OWNER_MARKER).unlink()
@@ -336,7 +389,28 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
         unregister_temp_dir(stage)
     return WorkspaceResult(dest, names.name, split.train, split.validation, example,
                            dest / names.server_dir / "vendor" / wheel.name, lic.spdx, evidence.determinism,
-                           counts, store.to_json(), evidence.notes, commands_for(dest, names))
+                           counts, store.to_json(), evidence.notes, commands_for(dest, names, opts.profile))
+
+
+def _check_band_profile(ids_file: Path, profile: Profile) -> None:
+    """A band (or its control) from `shinken profile` was measured with one observation/action
+    profile; a workspace of another profile would train on a band that means nothing for it."""
+    from shinken.profiles.run import BAND_FILE, CONTROL_FILE, PROFILE_FILE
+
+    doc_path = ids_file.parent / PROFILE_FILE
+    if ids_file.name not in (BAND_FILE, CONTROL_FILE) or not doc_path.is_file():
+        return
+    try:
+        measured = orjson.loads(doc_path.read_bytes()).get("policy_profile")
+    except (OSError, ValueError, AttributeError):
+        return  # not a profile document we can read: the id list stands on its own
+    if measured is None or Profile.from_json(measured) == profile:
+        return
+    m = Profile.from_json(measured)
+    raise ShinkenError(f"--ids {ids_file}: this band was measured with profile {m.name} ({doc_path}), the workspace "
+                       f"would serve {profile.name}; make it with --observation {m.observation} --actions {m.actions}"
+                       + ("" if m.exec else " --no-exec") + " (and the same screenshot settings), or profile this "
+                       "profile's rollouts first")
 
 
 def _check_disjoint(train: list[str], val: list[str], rows: dict[str, dict[str, Any]]) -> None:

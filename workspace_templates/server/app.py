@@ -81,6 +81,23 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
                           "empty = the local Docker engine.")
     shinken_seed_timeout: float = Field(60, ge=0, description="Fleet: seconds a seed may wait for a free slot "
                                                               "before it is answered 503 (masked).")
+    # The profile (docs/computer.md "Profiles"): what the policy sees and which tools it has.
+    shinken_observation: Literal["a11y", "screenshot", "both"] = Field(
+        "a11y", description="a11y: the accessibility tree as text; screenshot: a screenshot after every action; both.")
+    shinken_actions: Literal["shinken", "pixel", "pyautogui"] = Field(
+        "shinken", description="shinken: element ids or points; pixel: click/drag/scroll at pixels; pyautogui: one "
+                               "tool that runs a short pyautogui program.")
+    shinken_exec: bool = Field(True, description="False: no shell tool; desktop tasks must be done through the GUI.")
+    shinken_screenshot_format: Literal["png", "jpeg", "webp"] = Field("png", description="Screenshot encoding.")
+    shinken_screenshot_quality: int = Field(80, ge=1, le=100, description="JPEG/WebP quality.")
+    shinken_screenshot_size: Optional[str] = Field(None, description="Scale screenshots to WxH (default: the display's).")
+
+    def profile(self) -> Any:
+        from shinken.computer.profiles import Profile, parse_size
+
+        return Profile(observation=self.shinken_observation, actions=self.shinken_actions, exec=self.shinken_exec,
+                       image_format=self.shinken_screenshot_format, quality=self.shinken_screenshot_quality,
+                       size=parse_size(self.shinken_screenshot_size))
 
     def task_root(self) -> Path:
         path = Path(self.cua_gym_tasks).expanduser()
@@ -114,6 +131,7 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
             max_goldens=self.shinken_max_goldens,
             judge=judge,
             web=web,
+            profile=self.profile(),
             **overrides,
         )
 
@@ -136,6 +154,7 @@ class ShinkenSeedRequest(BaseSeedSessionRequest):
     model_config = ConfigDict(extra="allow")
     task_id: str
     shinken_tier: Optional[str] = None
+    shinken_profile: Optional[dict] = None  # absent: the default profile
 
 
 class ShinkenVerifyRequest(BaseVerifyRequest):
@@ -196,6 +215,22 @@ async def score(engine: Any, session: str, generation: str, body: ShinkenVerifyR
     )
 
 
+def profile_mismatch(config: ShinkenCuaConfig, row_profile: Optional[dict]) -> Optional[str]:
+    """Why a row made for another profile may not run here (None: it may): a pass rate measured
+    with one observation/action profile says nothing about another."""
+    from shinken.computer.profiles import Profile
+
+    mine = config.profile()
+    try:
+        theirs = Profile.from_json(row_profile)
+    except Exception as exc:  # noqa: BLE001 - a malformed profile in a row is the row's problem
+        return f"the row's shinken_profile is not a profile ({exc}); regenerate the rows with make-workspace"
+    if mine == theirs:
+        return None
+    return (f"the row was made for profile {theirs.name} ({theirs.to_json()}), this server serves {mine.name} "
+            f"({mine.to_json()}); make the workspace with the row's profile or regenerate the rows")
+
+
 class ShinkenCuaResourcesServer(SimpleResourcesServer):
     ray_enabled = False
     config: ShinkenCuaConfig
@@ -226,14 +261,18 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        from shinken.computer.tools import TOOL_SCHEMAS
+        from shinken.computer.actions import tool_schemas
 
-        for tool in TOOL_SCHEMAS:
+        for tool in tool_schemas(self.config.profile()):
             app.post(f"/{tool['name']}", response_class=PlainTextResponse)(self._tool_route(tool["name"]))
+        # A tool this profile does not have (the shell in a --no-exec workspace) answers text the
+        # model reads, as every bad call does, rather than a bare 404.
+        app.post("/computer_{rest}", response_class=PlainTextResponse)(self._tool_route(None))
         return app
 
-    def _tool_route(self, name: str):
+    def _tool_route(self, fixed: Optional[str]):
         async def route(request: Request):
+            name = fixed or request.url.path.lstrip("/")
             gen = request.session.get(GENERATION_KEY)
             if not gen:
                 return _refused(409, "no_session", "call /seed_session first")
@@ -242,16 +281,21 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
             except ValueError:
                 arguments = None
             try:
-                text = await _call(self._engine_call, "tool", request.session[SESSION_ID_KEY], gen, name, arguments)
+                out = await _call(self._engine_call, "step", request.session[SESSION_ID_KEY], gen, name, arguments)
             except Refused as r:
                 return r.response()
-            return PlainTextResponse(text)
+            if self.config.profile().screenshots:  # the agent turns the screenshot into an input_image
+                return JSONResponse(out.to_json())
+            return PlainTextResponse(out.text)
 
-        route.__name__ = name
+        route.__name__ = fixed or "computer_unknown_tool"
         return route
 
     async def seed_session(self, request: Request, body: ShinkenSeedRequest) -> dict:
         session = request.session[SESSION_ID_KEY]
+        mismatch = profile_mismatch(self.config, body.shinken_profile)
+        if mismatch:
+            return _refused(422, "profile_mismatch", mismatch)
         # Reseeding a live session needs that rollout's token (from this cookie); a stale
         # cookie is refused rather than allowed to replace a newer rollout.
         try:
@@ -261,7 +305,13 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
             return r.response()
         request.session[GENERATION_KEY] = gen
         request.session[TASK_KEY] = body.task_id
-        return {}
+        if not self.config.profile().screenshots:
+            return {}
+        try:  # the screen the rollout starts from: the agent's first input_image
+            first = await _call(self._engine_call, "first_observation", session, gen)
+        except Refused as r:
+            return r.response()
+        return {"observation": first.to_json() if first else None}
 
     async def verify(self, request: Request, body: ShinkenVerifyRequest) -> ShinkenVerifyResponse:
         gen = request.session.get(GENERATION_KEY)

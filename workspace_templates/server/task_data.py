@@ -7,7 +7,7 @@ imported here (Gym loads this file without installing the server's requirements)
 schemas/gym_row.schema.json in the shinken repository, which a shinken test compares it with.
 """
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,3 +60,23 @@ class TaskData(BaseModel):
         description="The vandal probe's outcome: does the reward pass with the setup's files removed or garbled.",
         json_schema_extra={"consumed_by": ["metrics", "provenance"]},
     )
+    shinken_profile: Optional["ProfileData"] = Field(
+        default=None,
+        description="The observation/action profile the row was made for (absent: a11y + shinken tools + shell); the "
+                    "server refuses a row made for another profile.",
+        json_schema_extra={"consumed_by": ["verify", "provenance"]},
+    )
+
+
+class ProfileData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    observation: Literal["a11y", "screenshot", "both"]
+    actions: Literal["shinken", "pixel", "pyautogui"]
+    exec: bool
+    image_format: Literal["png", "jpeg", "webp"]
+    quality: int = Field(ge=1, le=100)
+    size: Union[str, None] = Field(pattern=r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$")
+
+
+TaskData.model_rebuild()

@@ -31,6 +31,27 @@ def test_routes_cover_every_tool():
         assert path in posts, path
 
 
+def test_routes_serve_this_workspaces_profile():
+    from shinken.computer.actions import tool_schemas
+
+    config = load_config(CONFIG_PATH)
+    server = ShinkenCuaResourcesServer(config=config, server_client=MagicMock(spec=ServerClient))
+    posts = {r.path for r in server.setup_webserver().routes if "POST" in getattr(r, "methods", set())}
+    for tool in tool_schemas(config.profile()):
+        assert f"/{tool['name']}" in posts, tool["name"]
+    rows = [json.loads(x) for p in DATASETS for x in p.read_text().splitlines() if x.strip()]
+    names = [t["name"] for t in tool_schemas(config.profile())]
+    assert all([t["name"] for t in r["responses_create_params"]["tools"]] == names for r in rows)
+
+
+def test_a_row_made_for_another_profile_is_refused():
+    client = TestClient(_server().setup_webserver())  # the default profile
+    row = {"task_id": "any", "shinken_profile": {"observation": "screenshot", "actions": "pixel", "exec": False,
+                                                 "image_format": "png", "quality": 80, "size": None}}
+    response = client.post("/seed_session", json=row)
+    assert response.status_code == 422 and response.json()["error"] == "profile_mismatch"
+
+
 def test_more_than_one_worker_is_refused():
     with pytest.raises(ValueError, match="one worker"):
         _server(num_workers=2)
