@@ -91,6 +91,10 @@ NOT_RAISED_TO_SERVER: dict[str, str] = {
     "shinken.mockweb.state_api.StateApiError": "runs in the guest; the host sees InfraError or SetupError",
     "shinken.computer.a11y.DumpError": "turned into ToolArgError by the tools",
     "shinken.computer.tools.ToolArgError": "the tool answers the model an error text (its own mistake)",
+    "shinken.computer.screen.ScreenshotError": "caught in computer/actions.py: the model reads it as text",
+    # `shinken hub build` only: the server runs a hub image that was built already
+    "shinken.mockweb.build.AppBuildFailed": "hub build only: one app left out of the hub image",
+    "shinken.mockweb.build.NothingBuilt": "hub build only: no hub image was made",
     # NeMo Gym's sandbox-provider path (shinken/provider): Gym's own errors carry these, not this server
     "shinken.provider.sandboxes.CreateFailed": "the sandbox provider's: raised to Gym's sandbox layer",
     "shinken.provider.sandboxes.NotReady": "the sandbox provider's: raised to Gym's sandbox layer",
