@@ -4,8 +4,9 @@ benchmarks/bench_chaos.py), and the row each batch reports.
 A batch is `gym eval run --num-repeats N` over one demo row, with ChaosPolicy as the model: each
 rollout draws a plan when its conversation starts (`pass`, or one fault), from a list shuffled
 with a seed, so the faults land at random points of the batch. The first tool call of every
-rollout is `echo plan=<plan>; hostname`: the conversation carries its plan, and the hostname
-names the rollout's fork (a container's hostname is its short id). Faults, one kind per batch:
+rollout is `echo plan=<plan>; <the container's id>`: the conversation carries its plan, and the id
+names the rollout's fork (read from /proc/self/mountinfo as tests/chance_policy.py does: a fork's
+host name is its golden's, not its own short id). Faults, one kind per batch:
 
 - `kill_tool`: the fork is killed (`docker kill`) between two tool calls;
 - `kill_verify`: the task is solved, then a slow start is planted for reward.py and the fork is
@@ -35,11 +36,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import scripted_policy as sp
+from chance_policy import CONTAINER_ID
 
 from shinken.failure_kinds import GYM_FAILURE_KINDS, is_gym_kind
 
 FAULTS = ("kill_tool", "kill_verify", "oom", "timeout", "engine_restart")
-_PLAN = re.compile(r"echo plan=(\w+); hostname")
+_PLAN = re.compile(r"echo plan=(\w+); sed ")
 PTH = "/usr/lib/python3/dist-packages/zz_shinken_chaos.pth"
 _IF_REWARD = "if any(a.endswith('reward.py') for a in getattr(sys, 'orig_argv', ())):"
 PLANTS = {
@@ -97,13 +99,13 @@ class ChaosPolicy:
             self.handed[task] += 1
             return self.plan[task][i]
 
-    def _fork(self, task: str, hostname: str) -> str:
+    def _fork(self, task: str, container_id: str) -> str:
         r = docker(*self.engine, "inspect", "-f",
-                   '{{index .Config.Labels "shinken.kind"}} {{index .Config.Labels "shinken.task"}}', hostname)
+                   '{{index .Config.Labels "shinken.kind"}} {{index .Config.Labels "shinken.task"}}', container_id)
         # Only ever the fork of this rollout: a shinken fork of this task.
         if r.stdout.split() != ["fork", task]:
-            raise LookupError(f"{hostname} is not a fork of {task}: {r.stdout.strip()} {r.stderr.strip()}")
-        return hostname
+            raise LookupError(f"{container_id} is not a fork of {task}: {r.stdout.strip()} {r.stderr.strip()}")
+        return container_id
 
     def _inject(self, fault: str, cid: str) -> None:
         with self._lock:
@@ -155,7 +157,7 @@ class ChaosPolicy:
         task = sp.task_of(input_items)
         history = sp.history(input_items)
         if not history:
-            return task, ("computer_exec", {"command": f"echo plan={self._draw(task)}; hostname"})
+            return task, ("computer_exec", {"command": f"echo plan={self._draw(task)}; {CONTAINER_ID}"})
         plan, rest = plan_of(input_items), history[1:]
         cid = self._fork(task, history[0][1].split()[-1]) if plan != "pass" else ""
         if plan in ("kill_tool", "engine_restart"):
@@ -335,7 +337,7 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
             seed = gh.post(port, "/seed_session", task_row)
             assert seed.status == 200, seed.text
             cookies = dict(seed.cookies)
-            r = gh.post(port, "/computer_exec", {"command": "hostname"}, cookies)
+            r = gh.post(port, "/computer_exec", {"command": CONTAINER_ID}, cookies)
             assert r.status == 200, r.text
             cookies.update(r.cookies)
             live.append((cookies, r.text.split()[-1]))
