@@ -15,7 +15,7 @@ from shinken.errors import ShinkenError
 from shinken.images import build as images_build
 from shinken.images.build import LABEL_HASH, apt_mirror, build_image, content_hash, ensure_image
 from shinken.images.capabilities import cache_path, get_manifest
-from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
+from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_OWNER, Owner, labels_for
 from shinken.schemas import check_with_jsonschema
 from tests.container_exec import run_sandbox
 from tests.container_exec import sh as _exec
@@ -88,11 +88,16 @@ def test_manifest_validates_and_lists_reward_libraries(docker_client, linux_imag
     assert "libreoffice_calc" not in manifest["desktop_apps"]
     assert manifest["display"] is True and manifest["accessibility"] is True
     # second call: from the per-image-id cache, no container (the engine's events say none was created)
+    # (events are asked for by whole seconds: those from before the call, such as the refresh just
+    # above, are told apart by their timeNano, the engine running on this machine's clock; and only
+    # this process's containers count, not those other tests make from the same image)
     def created_by(call) -> tuple:
-        since = int(time.time()) - 1
+        t0 = time.time_ns()
         result = call()
-        return result, list(docker_client.events(since=since, until=int(time.time()) + 1, decode=True, filters={
-            "type": "container", "event": "create", "label": f"{LABEL_BASE_IMAGE}={manifest['image']['id']}"}))
+        events = docker_client.events(since=t0 // 10**9 - 1, until=int(time.time()) + 1, decode=True, filters={
+            "type": "container", "event": "create",
+            "label": [f"{LABEL_BASE_IMAGE}={manifest['image']['id']}", f"{LABEL_OWNER}={Owner.current().label()}"]})
+        return result, [e for e in events if e["timeNano"] >= t0]
 
     again, created = created_by(lambda: get_manifest(linux_image, client=docker_client))
     assert created == [], created

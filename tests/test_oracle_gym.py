@@ -5,7 +5,7 @@ that run into the `full_reward` verifier case, which Gym replays on a fresh fork
 
 It reuses the suite's Gym session: the runner container of `gym_runner` sees the session
 workspace's host folder, so this workspace is made inside it (a hidden folder, removed after)
-and its server venv and uv cache are the session's (symlinks), never a second Gym stack."""
+and its uv cache is the session's (a symlink), never a second Gym stack; its server venv is its own."""
 
 from __future__ import annotations
 
@@ -48,9 +48,10 @@ def test_workspace_from_oracle_evidence_passes_gym_env_test(gym_runner: gh.GymCo
         assert made["verifier_cases"]["full_reward"] == 1 and made["verifier_cases"]["zero_reward"] == 2
         assert not any("full_reward" in n for n in made["notes"])
         inside = f"{gh.WS_MOUNT}/{rel}"
-        # The session's server venv and uv cache, where Gym looks for them from this workspace.
-        server_venv = Path("resources_servers") / gh.NAME / ".venv"
-        (ws / server_venv).symlink_to(f"{gh.WS_MOUNT}/{server_venv}")
+        # The session's uv cache (path-independent). Not its server venv: uv would rebuild that venv
+        # for this workspace's path, and every script in it would then name a python that is gone
+        # once this folder is removed (the session's next `gym env test` died on that). This
+        # workspace's server venv is its own, made from the warm cache, and removed with it.
         (ws / "cache").symlink_to(f"{gh.WS_MOUNT}/cache")
         out = gym_runner.exec(f"cd {inside} && gym env test {gh.NAME} --json", timeout=1800)
         assert out.returncode == 0, (out.stdout + out.stderr)[-6000:]
