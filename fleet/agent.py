@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from shinken.errors import ShinkenError
+from shinken.failure_kinds import kind_of, reason
 from shinken.sandbox.api import InfraError, SessionError
 
 NAMESPACE = "shinken"
@@ -176,12 +177,13 @@ class HostAgent:
             return _error("session", str(exc))
         except ShinkenError as exc:
             return _error("task", str(exc))
-        if result["mask_sample"] and result["failure_kind"] != "infra":
+        if result["mask_sample"] and result["failure_kind"] != kind_of("infra"):
             down = self._engine_down()  # a reward run that failed because the engine died is infrastructure
             if down is not None:
                 self.stats["infra_errors"] += 1
-                result.update(failure_kind="infra", failure_reason=f"host {self.host}: Docker engine down ({down}); "
-                                                                    f"was: {result['failure_reason']}")
+                result.update(failure_kind=kind_of("infra"), failure_stage="verification",
+                              failure_reason=reason("infra", f"host {self.host}: Docker engine down ({down}); "
+                                                             f"was: {result['failure_reason']}"))
         return result
 
     def end(self, session: str, generation: str | None = None) -> dict[str, Any]:

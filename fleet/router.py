@@ -10,7 +10,7 @@ The router keeps no rollout state: the generation token it returns is
 `<host>~<agent incarnation>~<engine token>`, so any router process (any server worker) can route a
 later call, and a token from a host whose agent has since restarted is recognised as a lost rollout.
 A host that fails (its node, its agent or its Docker engine) is avoided by new seeds until its agent
-answers healthy again; its rollouts end masked (failure_kind "infra")."""
+answers healthy again; its rollouts end masked (Gym's failure kinds: provider_unavailable, session_lost)."""
 
 from __future__ import annotations
 
@@ -226,15 +226,16 @@ class FleetEngine:
         try:
             answer = self._call(host, "verify", session, gen)
         except InfraError as exc:
-            return VerifyResult(0.0, True, "infra", str(exc), "")
+            return VerifyResult.masked("infra", "verification", str(exc))
         if answer.get("error") == "session":
             if self._incarnation(host) != inc:  # the host's agent restarted: the rollout was lost with it
-                return VerifyResult(0.0, True, "infra", f"fleet host {host} restarted during the rollout", "")
+                return VerifyResult.masked("fork_lost", "verification", f"fleet host {host} restarted during the rollout")
             raise SessionError(answer.get("detail", ""))
         if answer.get("error"):
             raise ShinkenError(answer.get("detail", ""))
         return VerifyResult(float(answer["reward"]), bool(answer["mask_sample"]), answer.get("failure_kind"),
-                            answer.get("failure_reason"), str(answer.get("reward_output_tail", "")))
+                            answer.get("failure_reason"), str(answer.get("reward_output_tail", "")),
+                            answer.get("failure_stage"))
 
     def end(self, session: str, generation: str | None = None) -> None:
         token = split_token(generation)
