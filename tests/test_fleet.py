@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 SOLVE = "printf 'hello shinken' > /home/user/hello.txt"
+GONE = {"provider_unavailable", "session_lost"}  # Gym failure kinds of a rollout whose host died
 
 
 def _hosts_of(n: int, want: str, names: list[str], salt: str, taken: set[str]) -> list[str]:
@@ -263,7 +264,8 @@ def test_chaos_docker_engine_dies_mid_batch(fleet, router):
     on_h2 = [r for r in done if r.get("host") == "h2"]
     others = [r for r in done if r.get("host") != "h2"]
     assert on_h2 and others, done
-    assert all(r.get("masked") and r.get("kind") == "infra" for r in on_h2), done  # masked, never scored 0
+    # masked in Gym's words (the engine gone: provider_unavailable; the fork with it: session_lost), never scored 0
+    assert all(r.get("masked") and r.get("kind") in GONE for r in on_h2), done
     assert all(r.get("reward") == 1.0 and not r.get("masked") for r in others), done
     # New seeds avoid the host while its engine is down ...
     g = router.seed("chaos-d-new", router.tasks["h2"][1])
@@ -300,7 +302,7 @@ def test_chaos_ray_node_dies_mid_batch(fleet, router, linux_image):
     on_h1 = [r for r in done if r.get("host") == "h1"]
     others = [r for r in done if r.get("host") != "h1"]
     assert on_h1 and others, done
-    assert all(r.get("masked") and r.get("kind") == "infra" for r in on_h1), done
+    assert all(r.get("masked") and r.get("kind") in GONE for r in on_h1), done
     assert all(r.get("reward") == 1.0 and not r.get("masked") for r in others), done
     g = router.seed("chaos-r-new", router.tasks["h1"][0])
     assert not g.startswith("h1~")
@@ -310,8 +312,15 @@ def test_chaos_ray_node_dies_mid_batch(fleet, router, linux_image):
     r = fleet.shinken("gc", "--force", docker_host=h1.host)
     assert r.returncode == 0, r.stderr
     assert _shinken_containers(h1) == []
-    # The host comes back (a new node and agent under the same name) and is used again.
-    fleet.join(h1, linux_image)
+    # The host comes back (a new node and agent under the same name) and is used again. Ray's head
+    # may still be taking the dead node's detached agent down when the new node asks for its name:
+    # the join is what a user re-runs then, so it is retried once after the head caught up.
+    try:
+        fleet.join(h1, linux_image)
+    except RuntimeError as exc:
+        assert "did not start" in str(exc), exc
+        time.sleep(10)
+        fleet.join(h1, linux_image)
     time.sleep(2.5)
     g = router.seed("chaos-r-back", router.tasks["h1"][0])
     assert g.startswith("h1~"), g
