@@ -22,22 +22,6 @@ import scripted_policy as sp  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-LAUNCHER = """
-import sys, uvicorn
-sys.path.insert(0, {server!r})
-from omegaconf import OmegaConf
-from nemo_gym.config_types import BaseServerConfig
-from nemo_gym.server_utils import ServerClient
-from app import ShinkenCuaResourcesServer, load_config
-# No head server runs here, and the resources server never calls other Gym servers: it gets Gym's
-# real client, pointed at a head server that is not there (a port nothing listens on) with no
-# servers in its config, so any call it made would fail loudly.
-client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port={no_head_port}),
-                      global_config_dict=OmegaConf.create({{}}))
-cfg = load_config().model_copy(update={{"port": {port}}})
-server = ShinkenCuaResourcesServer(config=cfg, server_client=client)
-uvicorn.run(server.setup_webserver(), host="127.0.0.1", port={port}, log_level="warning")
-"""
 
 
 def _row(ws: Path, task: str) -> dict:
@@ -53,7 +37,7 @@ def server(gym_workspace: gh.GymWorkspace, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("contract")
     port = gh.free_port()
     inside = f"{gh.WS_MOUNT}/resources_servers/{gh.NAME}"
-    (tmp / "launch.py").write_text(LAUNCHER.format(server=inside, port=port, no_head_port=gh.free_port()))
+    (tmp / "launch.py").write_text(gh.SERVER_LAUNCHER.format(server=inside, port=port, no_head_port=gh.free_port()))
     wheel = next((gym_workspace.server / "vendor").glob("shinken-*.whl")).name
     c = gh.GymContainer(mounts=[tmp], binds=[(gym_workspace.path, gh.WS_MOUNT)], workdir=inside)
     c.start(f"pip install -q --no-cache-dir vendor/{wheel} pytest && exec python {tmp / 'launch.py'}")
