@@ -198,28 +198,26 @@ class Container:
                     break
                 return int(code)
             time.sleep(0.05)
+        self._require_running(f"container {self.id[:12]} vanished during exec")
+        return None
+
+    def _require_running(self, api_failure: str) -> None:
+        """ForkLost when the container is gone or stopped; InfraError (saying `api_failure`) when
+        the engine cannot answer."""
         try:
             state = self.api.inspect_container(self.id)["State"]
         except docker.errors.NotFound as exc:
             raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
         except docker.errors.APIError as exc:
-            raise infra(f"container {self.id[:12]} vanished during exec", exc) from None
+            raise infra(api_failure, exc) from None
         if not state.get("Running"):
             raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
-        return None
 
     def _check_running(self, settle_s: float = 0.0) -> None:
         """ForkLost when the container is gone or no longer running (watched for `settle_s`)."""
         end = time.monotonic() + settle_s
         while True:
-            try:
-                state = self.api.inspect_container(self.id)["State"]
-            except docker.errors.NotFound as exc:
-                raise lost(f"container {self.id[:12]} vanished during exec", exc) from None
-            except docker.errors.APIError as exc:
-                raise infra(f"inspecting {self.id[:12]} after exec", exc) from None
-            if not state.get("Running"):
-                raise ForkLost(f"container {self.id[:12]} stopped during exec (OOMKilled={state.get('OOMKilled')})")
+            self._require_running(f"inspecting {self.id[:12]} after exec")
             if time.monotonic() >= end:
                 return
             time.sleep(0.1)
