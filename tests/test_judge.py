@@ -126,11 +126,22 @@ def test_guest_module_speaks_openai_chat_completions(tmp_path: Path) -> None:
         assert "LLM_JUDGE: score=1.0" in r.stdout and JUDGE_ERROR_MARK not in r.stdout
         assert {q["body"]["model"] for q in srv.requests} == {"m1"} and len(srv.requests) == 3
         assert srv.requests[2]["body"]["messages"][1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+        # A failing endpoint: one call is enough (each retry waits its backoff), tried 1 + 3 times.
         env["SHINKEN_JUDGE_MODEL"] = "broken"
-        r = subprocess.run([sys.executable, "-c", GUEST_CALLS, str(GUEST_MODULE.parent), str(a), str(b)],
+        r = subprocess.run([sys.executable, "-c", GUEST_BROKEN_CALL, str(GUEST_MODULE.parent)],
                            capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0 and JUDGE_ERROR_MARK in r.stdout and "HTTP 500" in r.stdout, r.stdout
+        assert json.loads(r.stdout.strip().splitlines()[-1]) == 0.0
+        assert [q["body"]["model"] for q in srv.requests[3:]] == ["broken"] * 4
     assert JUDGE_ERROR_MARK == judge_placement_mark()
+
+
+GUEST_BROKEN_CALL = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import reward_judge as j
+print(json.dumps(j.call_llm_judge("Mark it", "It says DONE", json.dumps({"status": "DONE"}))))
+"""
 
 
 def judge_placement_mark() -> str:

@@ -343,6 +343,7 @@ def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
 ORACLE_DEMOS = ("oracle-solves", "oracle-half", "oracle-wrong-path")
 
 
+@pytest.mark.docker
 def test_oracle_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     """Pipeline-export bundles with golden_patch.py: the probe runs it on a fresh fork through
     computer_exec after the start state is checked, then the reward. One solves (kept,
@@ -396,6 +397,7 @@ def test_oracle_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> No
 VANDAL_DEMOS = ("vandal-except-pass", "vandal-absent-check", "delete-the-file", "oracle-solves")
 
 
+@pytest.mark.docker
 def test_vandal_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     """--probes noop,vandal,oracle: the files the setup made (the golden's diff against the base image)
     removed in one fork and garbled in another. Rewards that pay for that in both (an `except:` that
