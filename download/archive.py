@@ -593,15 +593,17 @@ def extract_archives(
     _clean_stale_partials(dest)
     tmp = _partial_dir(dest)
     shutil.rmtree(tmp, ignore_errors=True)
-    os.mkdir(tmp, 0o755)
-    # A kill -9 leaves the partial tree behind: registered, `shinken gc` finds and removes it
-    # (the next extraction into the same dest removes it too).
-    register_temp_dir(tmp)
-    root_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    root_fd = -1
     done = False
-    ex = _Extractor(root_fd, tmp, max_total_bytes, max_members)
-    total_size = sum(a.stat().st_size for a in paths)
     try:
+        # Made inside the try: a Ctrl-C from the folder's first moment removes it again. A kill -9
+        # leaves the partial tree behind: registered, `shinken gc` finds and removes it (the next
+        # extraction into the same dest removes it too).
+        os.mkdir(tmp, 0o755)
+        register_temp_dir(tmp)
+        root_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        ex = _Extractor(root_fd, tmp, max_total_bytes, max_members)
+        total_size = sum(a.stat().st_size for a in paths)
         with _progress(progress, total_size) as bar:
             task = bar.add_task(paths[0].name, total=total_size, members=0) if bar is not None else None
             offset = 0

@@ -6,7 +6,8 @@ placeholder map, and the three hooks the sandbox calls for web tasks:
   filesystem (root-only, schema hub_state); the setup's own sid is then removed from the hub;
 - `restore(box)` on every fork: a fresh sid gets the recorded state (`set`, `set_current`,
   read back with `/go` and compared), `/tmp/task_web_sid` is rewritten to it;
-- `release(sid)` when the fork ends: the sid's stored state is removed from the hub.
+- `release(sid)` when the fork ends: the sid's stored state is removed from the hub;
+- `reset(box, sid)` for the vandal probe: the fork's sid reset in every recorded app.
 
 Both guest commands run inside the sandbox (mockweb/state_api.py), over the run network.
 """
@@ -150,6 +151,12 @@ class WebSession:
         summary = self._guest(box, ["restore", "--record", RECORD_PATH, "--sid", sid, "--sid-file", SID_FILE],
                               "giving the fork its hub state")
         return bool(summary.get("sid"))
+
+    def reset(self, box: Any, sid: str) -> list[str]:
+        """Reset the fork's sid `sid` (State API `reset`) in every app the golden recorded state in,
+        from inside the fork; the apps reset (the vandal probe's damage to a web task's state)."""
+        summary = self._guest(box, ["reset", "--record", RECORD_PATH, "--sid", sid], "resetting the fork's hub state")
+        return [str(a) for a in summary.get("apps") or []]
 
     def release(self, sid: str, *, keep_uploads: bool = False) -> None:
         """Remove a sid's state (never raises: a sid left behind is gc's to reclaim)."""

@@ -178,6 +178,16 @@ def restore(rec: dict[str, Any], new_sid: str) -> dict[str, Any]:
     return out
 
 
+def reset(rec: dict[str, Any], sid: str) -> dict[str, Any]:
+    """The State API's `reset` for `sid` in every app the golden recorded state in (the vandal
+    probe: the task's web state gone; most mocks then serve their default, a few the initial state)."""
+    out: dict[str, Any] = {"sid": sid, "apps": []}
+    for name, app in sorted((rec.get("apps") or {}).items()):
+        StateClient(app["url"]).reset(sid)
+        out["apps"].append(name)
+    return out
+
+
 def _write_sid(path: str, sid: str) -> None:
     """Rewrite the sid file in place (keeping its owner and mode), or create it for `user`."""
     exists = os.path.exists(path)
@@ -198,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--record", required=True)
     s.add_argument("--sid", required=True)
     s.add_argument("--sid-file", required=True)
+    z = sub.add_parser("reset")
+    z.add_argument("--record", required=True)
+    z.add_argument("--sid", required=True)
     a = p.parse_args(argv)
     t0 = time.monotonic()
     try:
@@ -209,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
                 json.dump(doc, fh)
             os.chmod(a.out, 0o600)
             summary = {"sid": doc["sid"], "apps": {n: len(_canon(v)) for n, v in doc["apps"].items()}}
+        elif a.cmd == "reset":
+            with open(a.record, encoding="utf-8") as fh:
+                summary = reset(json.load(fh), a.sid)
         else:
             with open(a.record, encoding="utf-8") as fh:
                 rec = json.load(fh)

@@ -17,6 +17,7 @@ import orjson
 from shinken.bundles.loader import read_bundle
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.needs import pyscan, shell
+from shinken.needs.oracle_file import ORACLE_NAME, oracle_problem
 from shinken.needs.urls import fetched_url_needs, file_url_needs, instruction_url_needs, mock_needs
 from shinken.needs.vocab import DISPLAY_MODULES, DISPLAY_PROGRAMS, OPEN_SUFFIX, AppTypeReading, app_type_needs
 
@@ -223,7 +224,7 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
     for name in sorted(bundle.files):
         # The reference solution (pipeline exports) runs in the task machine too, so its needs
         # count like a setup file's; it is never placed there as part of the start (the loader).
-        if (name.startswith("initial_setup") and name.endswith((".py", ".sh"))) or name == "golden_patch.py":
+        if (name.startswith("initial_setup") and name.endswith((".py", ".sh"))) or name == ORACLE_NAME:
             sources.append((name, False))
     if sources and sources[0][1]:
         needs.append(["exe", ["python3"], f"{sources[0][0]} runs with the system python3"])
@@ -233,6 +234,11 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
             data = _read_capped(os.path.join(folder, name), bundle.files[name], pyscan.PARSE_CAP)
         if data is None or (is_reward and any(r[0] == "empty_reward" for r in reasons)):
             continue  # unreadable / empty_reward already reported by the loader
+        if name == ORACLE_NAME:
+            problem = oracle_problem(data, bundle.files[name])
+            if problem is not None:  # not part of the task's start: a note, never a defect
+                reasons.append(["oracle_unusable", f"{name}: {problem}; the probe runs no oracle for this task"])
+                continue
         if not is_reward:
             for w in _GUI_WORDS:
                 if w in data:

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from shinken.errors import ShinkenError
+from shinken.needs.oracle_file import MAX_ORACLE_BYTES, ORACLE_NAME as BUNDLE_ORACLE  # noqa: F401 (re-exported)
 
-BUNDLE_ORACLE = "golden_patch.py"  # what pipeline exports ship beside reward.py
 ORACLE_SUFFIXES = (".py", ".sh")
-MAX_ORACLE_BYTES = 96 * 1024  # the command carries the script; Linux caps one argument at 128 KiB
 GUEST_DIR = "/tmp/shinken-oracle"  # where the command puts the script in the fork (removed after)
 OUTCOMES = ("oracle_passes", "oracle_partial", "oracle_fails")
 _EXIT_RE = re.compile(r"^exit code (-?\d+)")

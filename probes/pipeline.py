@@ -91,6 +91,8 @@ class Plan:
     rollouts: dict[str, tuple[Rollout, ...]] = field(default_factory=dict)
     oracles: dict[str, Oracle] = field(default_factory=dict)
     web: WebPlan | None = None  # when the run serves mock web apps
+    # id -> why its golden_patch.py is not used (binary, too large, unreadable): on its receipt line
+    oracle_notes: dict[str, str] = field(default_factory=dict)
 
 
 def default_run_dir(task_root: Path, image: str) -> Path:
@@ -216,24 +218,28 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
     if unknown and req.ids is None:
         raise ShinkenError(f"{req.replay}: rollouts for {len(unknown)} task(s) not under {req.task_root}: "
                            f"{', '.join(unknown[:5])}")
-    return Plan(bundles, dropped, rollouts, _oracles(req, bundles), web)
+    oracles, notes = _oracles(req, bundles)
+    return Plan(bundles, dropped, rollouts, oracles, web, notes)
 
 
-def _oracles(req: ProbeRequest, bundles: list[Bundle]) -> dict[str, Oracle]:
-    """Task id -> its oracle: the --oracle DIR script, else the bundle's golden_patch.py. A bundle's
-    golden_patch.py that cannot be used (unreadable, binary, too large) leaves the task without one."""
+def _oracles(req: ProbeRequest, bundles: list[Bundle]) -> tuple[dict[str, Oracle], dict[str, str]]:
+    """Task id -> its oracle: the --oracle DIR script, else the bundle's golden_patch.py; and task
+    id -> why a bundle's golden_patch.py cannot be used (unreadable, binary, too large): such a task
+    is probed without an oracle and its receipt line says why (`oracle_note`)."""
     if "oracle" not in req.probes:
-        return {}
+        return {}, {}
     out = oracle_dir(req.oracle, [b.id for b in bundles]) if req.oracle is not None else {}
+    notes: dict[str, str] = {}
     for b in bundles:
         if b.id not in out:
             try:
                 found = bundle_oracle(b.id, b.path, b.files)
-            except ShinkenError:
+            except ShinkenError as exc:
                 found = None
+                notes[b.id] = f"no oracle run: {exc}"
             if found is not None:
                 out[b.id] = found
-    return out
+    return out, notes
 
 
 def _web_plan(req: ProbeRequest) -> WebPlan | None:
@@ -283,7 +289,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
         for b in p.bundles:
             ro = p.rollouts.get(b.id, ())
             orc = p.oracles.get(b.id)
-            if log.finished(b.id, (b.bundle_hash, image_id, cfg.config_hash(ro, orc))) is not None:
+            if log.finished(b.id, (b.bundle_hash, image_id, cfg.task_hash(b, ro, orc))) is not None:
                 resumed += 1
             elif b.id in p.dropped:
                 decided.append(dropped_line(b, cfg, *p.dropped[b.id], ro, orc))
@@ -298,6 +304,9 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
 
         def record(line: dict[str, Any]) -> None:
             nonlocal probed
+            note = p.oracle_notes.get(line["task_id"])
+            if note is not None and line.get("oracle") is None:
+                line = {**line, "oracle_note": note}
             log.append(line)
             probed += 1
             listener.finished(line)

@@ -43,6 +43,7 @@ START_STATE_PROCEDURE = 2  # bump when tier selection changes: earlier receipts 
 START_PHASES = ("clean_s", "launch_s", "wait_s", "setup_s")  # what a tier adds to a plain fork
 ORACLE_PROCEDURE = 1  # bump when how an oracle is run or judged changes
 VANDAL_PROCEDURE = 1  # likewise for the vandal probe
+WEB_VANDAL_PROCEDURE = 1  # the vandal probe of web tasks: their hub sid reset too (bump on change)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class ProbeConfig:
     alerts: str = "flag"
     probes: tuple[str, ...] = DEFAULT_PROBES  # --probes: which probes run (noop always)
 
-    def config_hash(self, rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None) -> str:
+    def config_hash(self, rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None,
+                    web: bool = False) -> str:
         """Hash of the settings a result depends on (not concurrency or retries)."""
         doc = {
             "repeats": self.repeats,
@@ -78,8 +80,19 @@ class ProbeConfig:
         if oracle is not None and "oracle" in self.probes:  # likewise for tasks without an oracle
             doc["oracle"] = [oracle.sha256, ORACLE_PROCEDURE]
         if "vandal" in self.probes:  # likewise for runs without the vandal probe
-            doc["vandal"] = VANDAL_PROCEDURE
+            # A task that reaches the network (a web task's hub state) is vandalised by a later
+            # procedure (its hub sid reset too); the others' receipts keep their hash.
+            doc["vandal"] = [VANDAL_PROCEDURE, WEB_VANDAL_PROCEDURE] if web else VANDAL_PROCEDURE
         return hashlib.sha256(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+    def task_hash(self, bundle: Bundle, rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None) -> str:
+        """config_hash for one task (whether it reaches the network is read only when the vandal probe runs)."""
+        web = False
+        if "vandal" in self.probes and bundle.ok:
+            from shinken.sandbox.policy import task_needs
+
+            web = task_needs(bundle).network
+        return self.config_hash(rollouts, oracle, web)
 
 
 class _Dropped(Exception):
@@ -207,7 +220,7 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
 def dropped_line(bundle: Bundle, cfg: ProbeConfig, reason: str, detail: str,
                  rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None) -> dict[str, Any]:
     """A receipt for a task decided without touching Docker (defective, blocked)."""
-    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts, oracle), reason=reason, detail=detail,
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.task_hash(bundle, rollouts, oracle), reason=reason, detail=detail,
                  att=None, attempts=0, infra_errors=[], total_s=0.0)
 
 
@@ -322,8 +335,9 @@ def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
 
 
 def _vandal_variant(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier,
-                    variant: str, files: list[str]) -> tuple[list[str], RewardResult]:
-    """One vandal variant on its own computer: the files damaged (as root), then postconfig + reward."""
+                    variant: str, files: list[str]) -> tuple[list[str], list[str], RewardResult]:
+    """One vandal variant on its own computer: the files damaged (as root) and, for a web task, the
+    fork's hub sid reset in every app the golden holds state in; then postconfig + reward."""
     import json
 
     from shinken.sandbox.api import InfraError
@@ -338,16 +352,18 @@ def _vandal_variant(provider: Provider, golden: Golden, bundle: Bundle, cfg: Pro
                                str(golden.setup_started), "400"], user="root", timeout=120)
             if not found.ok:
                 raise InfraError(f"vandal {variant}: listing the setup's files failed: {_tail(found.output)}")
-            files = vandal_mod.targets(bundle, json.loads(found.output.strip().splitlines()[-1]))
+            files = vandal_mod.without_web_plumbing(
+                vandal_mod.targets(bundle, json.loads(found.output.strip().splitlines()[-1])), golden.web_sid)
         res = fork.exec(["python3", "-c", vandal_mod.SCRIPT, variant, json.dumps(files)], user="root", timeout=120)
         if not res.ok:
             raise InfraError(f"vandal {variant}: damaging the files failed (exit {res.exit_code}): {_tail(res.output)}")
         damaged = json.loads(res.output.strip().splitlines()[-1])
+        web = fork.reset_web_state()
         try:
             rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         except SetupError as exc:
             raise _Dropped("setup_error", f"postconfig (vandal {variant}): {_setup_detail(exc)}") from None
-        return damaged, rr
+        return damaged, web, rr
     finally:
         cleanup_later(fork.close)
 
@@ -359,23 +375,27 @@ def _run_vandal(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     t0 = time.monotonic()
     if golden.touched is None and golden.setup_started is None:
         return {"outcome": "vandal_not_recorded", "files": [], "rewards": {}, "errors": {}, "s": 0.0}
-    files = vandal_mod.targets(bundle, golden.touched) if golden.touched is not None else ["(scanned in the fork)"]
-    if not files:
+    files = (vandal_mod.without_web_plumbing(vandal_mod.targets(bundle, golden.touched), golden.web_sid)
+             if golden.touched is not None else ["(scanned in the fork)"])
+    if not files and golden.web_sid is None:  # a web task still has its hub state to reset
         return {"outcome": "vandal_no_files", "files": [], "rewards": {}, "errors": {}, "s": 0.0}
     with ThreadPoolExecutor(max_workers=len(vandal_mod.VARIANTS), thread_name_prefix="vandal") as pool:
         futs = {v: pool.submit(_vandal_variant, provider, golden, bundle, cfg, tier, v, files)
                 for v in vandal_mod.VARIANTS}
         done = {v: f.result() for v, f in futs.items()}
-    damaged = sorted({p for d, _ in done.values() for p in d})
+    damaged = sorted({p for d, _, _ in done.values() for p in d})
+    web = sorted({a for _, w, _ in done.values() for a in w})
     rewards: dict[str, float | None] = {}
     errors: dict[str, str | None] = {}
-    for v, (_, rr) in done.items():
+    for v, (_, _, rr) in done.items():
         if rr.error == "judge_error":
             raise InfraError(f"vandal {v}: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
         rewards[v], errors[v] = rr.reward, rr.error
-    rec = {"outcome": "vandal_no_files", "files": damaged, "rewards": rewards, "errors": errors,
-           "s": round(time.monotonic() - t0, 4)}
-    if damaged:
+    rec: dict[str, Any] = {"outcome": "vandal_no_files", "files": damaged, "rewards": rewards, "errors": errors,
+                           "s": round(time.monotonic() - t0, 4)}
+    if web:
+        rec["web"] = web  # absent for tasks without hub state: their records read as before
+    if damaged or web:
         rec["outcome"] = vandal_mod.judge(rewards)
     return rec
 
@@ -613,7 +633,7 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
                oracle: Oracle | None = None) -> dict[str, Any]:
     """Probe one task and return its receipt line. Never raises for task or engine
     trouble: the outcome says what happened."""
-    config_hash = cfg.config_hash(rollouts, oracle)
+    config_hash = cfg.task_hash(bundle, rollouts, oracle)
     if not bundle.ok:
         return dropped_line(bundle, cfg, "defective", bundle.why_defective(), rollouts, oracle)
     factory = provider_factory or default_provider_factory(cfg.run_id, cfg.judge)
@@ -701,5 +721,5 @@ def tier_reason(att: _Attempt) -> str:
 def infra_line(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], attempts: int,
                detail: str, oracle: Oracle | None = None) -> dict[str, Any]:
     """A receipt for a task the infrastructure never let us decide (retried next run)."""
-    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.config_hash(rollouts, oracle), reason="infra_error",
+    return _line(bundle.id, bundle.bundle_hash, cfg, cfg.task_hash(bundle, rollouts, oracle), reason="infra_error",
                  detail=detail, att=None, attempts=attempts, infra_errors=[detail[:200]], total_s=0.0)

@@ -1,7 +1,8 @@
 """The vandal probe: can damage pass the reward? On forks of the start state, every file the setup
 created or changed under the user's home and the task's paths (the golden's diff against the base
 image) is removed (variant `remove`) or overwritten with seeded garbage of the same size, names
-kept (variant `garbage`); then the reward runs. A reward that reaches 1.0 in both variants pays for
+kept (variant `garbage`); a web task's hub sid is reset in both (the State API's `reset`: its
+mock apps serve their default state again). Then the reward runs. A reward that reaches 1.0 in both variants pays for
 destruction (`reward_passes_vandalism`, dropped); in one variant only it is kept and flagged (a
 task whose goal is to delete a file passes `remove`)."""
 
@@ -12,6 +13,7 @@ import re
 from typing import Any
 
 from shinken.bundles.model import TASK_HOME, Bundle
+from shinken.mockweb.session import SID_FILE
 
 VARIANTS = ("remove", "garbage")
 OUTCOMES = ("vandal_resists", "vandal_passes_remove", "vandal_passes_garbage", "reward_passes_vandalism",
@@ -86,6 +88,12 @@ def targets(bundle: Bundle, touched: list[str]) -> list[str]:
     return out
 
 
+def without_web_plumbing(files: list[str], web_sid: str | None) -> list[str]:
+    """A web task's sid file is shinken's plumbing (each fork's is rewritten to its own sid), not
+    the task's state: its hub state is reset instead of the pointer to it being damaged."""
+    return [p for p in files if p != SID_FILE] if web_sid else files
+
+
 def judge(rewards: dict[str, float | None]) -> str:
     passed = [v for v in VARIANTS if (rewards.get(v) or 0.0) >= 1.0 - 1e-6]
     if len(passed) == len(VARIANTS):
@@ -97,4 +105,9 @@ def describe(rec: dict[str, Any]) -> str:
     files = rec["files"]
     shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
     scores = "; ".join(f"{v}: reward {rec['rewards'].get(v)}" for v in VARIANTS)
-    return f"{len(files)} file(s) the setup made ({shown}) damaged: {scores}"
+    web = rec.get("web") or []
+    reset = f"the hub state of {', '.join(web)} reset" if web else ""
+    if not files and reset:
+        return f"{reset}: {scores}"
+    damaged = f"{len(files)} file(s) the setup made ({shown}) damaged"
+    return f"{damaged}{', ' + reset if reset else ''}: {scores}"

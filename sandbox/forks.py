@@ -45,6 +45,14 @@ class DockerFork(Container):
         # launch_s and wait_s (first_window_s of it until any window showed), or setup_s.
         self.start_timings: dict[str, float] = {}
 
+    def reset_web_state(self) -> list[str]:
+        """Reset this fork's own hub sid (the State API's `reset`) in every mock app the golden
+        recorded state in; the apps reset, [] when the fork has no sid (not a web task)."""
+        self._check_open()
+        if self.web_sid is None or self._provider.web is None:
+            return []
+        return self._provider.web.reset(self, self.web_sid)
+
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
         sandbox's python3. A failing postconfig step raises SetupError (where=

@@ -34,6 +34,10 @@ class WebHooks(Protocol):
         """Give a fork the sid `sid` holding the golden's hub state; False when there is none."""
         ...
 
+    def reset(self, box: Container, sid: str) -> list[str]:
+        """Reset a fork's sid in every app the golden recorded state in; the apps reset."""
+        ...
+
     def release(self, sid: str, *, keep_uploads: bool = False) -> None:
         """Remove a sid's state (never raises)."""
         ...

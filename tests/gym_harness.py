@@ -43,6 +43,7 @@ from typing import Any, Iterator
 import pytest
 
 from shinken.sandbox.ownership import labels_for
+from cli_runner import CliResult, run_cli  # beside this module (benchmarks import it with tests/ on sys.path)
 from shinken.workspace.gym_config import MODEL_CONFIG  # noqa: F401  (for the Gym tests and benchmarks)
 from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH, ensure_gym_image
 
@@ -79,9 +80,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def shinken(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def shinken(*args: str, timeout: float = 1800) -> CliResult:
+    return run_cli(*args, timeout=timeout)  # in process (tests/cli_runner.py)
 
 
 @dataclass

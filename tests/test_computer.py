@@ -93,6 +93,11 @@ def test_exec_output_is_capped_and_errors_are_text(engine):
         engine.end("cap", gen)
 
 
+# Up to 30 s for the window manager to give the 'Shinken' dialog the focus; prints the active window's name.
+WAIT_FOR_ACTIVE_SHINKEN = ('for i in $(seq 300); do [ "$(xdotool getactivewindow getwindowname 2>/dev/null)" = Shinken ] '
+                           '&& break; sleep 0.1; done; xdotool getactivewindow getwindowname')
+
+
 def test_zenity_entry_scripted_agent_scores_one(engine):
     gen = engine.seed("zen", "zenity-entry")
     try:
@@ -121,8 +126,10 @@ def test_zenity_entry_scripted_agent_scores_one(engine):
             if diff != "(no changes)":
                 break
             # (seen only under heavy host load: a dialog mapped before the window manager took it
-            # reports a stale position and gets no focus)
-            time.sleep(1)
+            # reports a stale position and gets no focus): wait until the window manager has made
+            # it the active window, then read its (new) position again
+            active = _exec(engine, "zen", gen, WAIT_FOR_ACTIVE_SHINKEN)
+            assert "Shinken" in active, f"the dialog never became the active window: {active}"
             entry = entry_re.search(engine.tool("zen", gen, "computer_observe", {"mode": "tree"})).group(1)
         changed = [line for line in diff.splitlines() if line.startswith("~ ")]
         assert any(f"[{entry}]" in line and 'value="Ada Lovelace"' in line for line in changed), diff

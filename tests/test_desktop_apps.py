@@ -10,7 +10,6 @@ a zenity error alert, once with default flags; its goldens are removed at the en
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -23,15 +22,15 @@ from shinken.schemas import check_with_jsonschema
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from tests.cli_runner import CliResult, run_cli  # noqa: E402
 from tests.desktop_demos import APP_DEMOS, GNOME_TERMINAL, TERMINAL_DEMOS, XTERM, salted_copy  # noqa: E402
 
 ALERT_TASK = "zenity-error-alert"
 ALERT_TEXT = "audio output failed: no sound card"
 
 
-def shinken(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=timeout)
+def shinken(*args: str, timeout: float = 120) -> CliResult:
+    return run_cli(*args, timeout=timeout)  # in process (tests/cli_runner.py)
 
 
 # --- records, receipts, rows and the report (no Docker) ----------------------------------------
@@ -142,9 +141,8 @@ def probed(cua_image, task_root, tmp_path_factory, docker_client):
     and the alert task."""
     out = tmp_path_factory.mktemp("probe")
     receipt = out / "receipt.json"
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(task_root), "--image", cua_image,
-                        "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "2",
-                        "--concurrency", "2"], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    r = shinken("probe", str(task_root), "--image", cua_image, "--receipt", str(receipt), "--run-dir", str(out / "run"),
+                "--repeats", "2", "--concurrency", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
     doc["_stdout"] = r.stdout

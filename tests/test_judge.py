@@ -22,6 +22,7 @@ from shinken.judge.config import GUEST_MODULE, JudgeConfig
 from shinken.judge.relay import JudgeRelay
 from shinken.sandbox import judge_placement
 from shinken.needs.reward import JUDGE_ERROR_MARK
+from tests.cli_runner import run_cli
 from tests.judge_server import JudgeServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,11 +127,22 @@ def test_guest_module_speaks_openai_chat_completions(tmp_path: Path) -> None:
         assert "LLM_JUDGE: score=1.0" in r.stdout and JUDGE_ERROR_MARK not in r.stdout
         assert {q["body"]["model"] for q in srv.requests} == {"m1"} and len(srv.requests) == 3
         assert srv.requests[2]["body"]["messages"][1]["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
+        # A failing endpoint: one call is enough (each retry waits its backoff), tried 1 + 3 times.
         env["SHINKEN_JUDGE_MODEL"] = "broken"
-        r = subprocess.run([sys.executable, "-c", GUEST_CALLS, str(GUEST_MODULE.parent), str(a), str(b)],
+        r = subprocess.run([sys.executable, "-c", GUEST_BROKEN_CALL, str(GUEST_MODULE.parent)],
                            capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0 and JUDGE_ERROR_MARK in r.stdout and "HTTP 500" in r.stdout, r.stdout
+        assert json.loads(r.stdout.strip().splitlines()[-1]) == 0.0
+        assert [q["body"]["model"] for q in srv.requests[3:]] == ["broken"] * 4
     assert JUDGE_ERROR_MARK == judge_placement_mark()
+
+
+GUEST_BROKEN_CALL = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import reward_judge as j
+print(json.dumps(j.call_llm_judge("Mark it", "It says DONE", json.dumps({"status": "DONE"}))))
+"""
 
 
 def judge_placement_mark() -> str:
@@ -274,17 +286,17 @@ def test_probe_with_and_without_a_judge(docker_client, linux: str, tmp_path: Pat
     root = tmp_path / "tasks"
     name = "judge-probe"  # stable content: its golden is reused by later runs
     _bundle(root, name, PLAIN_REWARD)
+    # A process of its own (the shared runner's subprocess): the judge relay lives as long as the
+    # process that started it, and this test checks its folder goes with that process.
     env = {**os.environ, "SHINKEN_JUDGE_API_KEY": HOST_KEY, "SHINKEN_RUNTIME_DIR": str(tmp_path / "rt"),
            "SHINKEN_CACHE_DIR": str(tmp_path / "cache")}
-    base = [sys.executable, "-m", "shinken.cli.main", "probe", str(root), "--image", linux, "--json"]
-    r = subprocess.run([*base, "--run-dir", str(tmp_path / "r1")], capture_output=True, text=True, env=env,
-                       cwd=REPO, timeout=600)
+    base = ["probe", str(root), "--image", linux, "--json"]
+    r = run_cli(*base, "--run-dir", str(tmp_path / "r1"), env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     t = json.loads(r.stdout)["tasks"][0]
     assert t["reason"] == "blocked" and "needs_judge" in t["detail"], t
     with JudgeServer(api_key=HOST_KEY) as srv:
-        r = subprocess.run([*base, "--run-dir", str(tmp_path / "r2"), "--judge-url", srv.url, "--judge-model", "jm"],
-                           capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+        r = run_cli(*base, "--run-dir", str(tmp_path / "r2"), "--judge-url", srv.url, "--judge-model", "jm", env=env)
         assert r.returncode == 0, r.stderr[-2000:]
         doc = json.loads(r.stdout)
         assert doc["kept"] == [name] and doc["tasks"][0]["rewards"] == [0.0, 0.0], doc["tasks"][0]

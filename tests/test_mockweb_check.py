@@ -5,8 +5,6 @@ the others build, and `shinken hub check` catches each State API fault, on a rea
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,18 +14,17 @@ from shinken.mockweb.apps import discover_apps, select_apps
 from shinken.mockweb.build import build_app, ensure_node_image
 from shinken.mockweb.manifest import read_manifest
 from shinken.schemas import validation_error
+from tests.cli_runner import CliResult, run_cli
 from tests.hub_standins import EXPECTED, UNREACHABLE, make_checkout
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SHINKEN = Path(sys.executable).parent / "shinken"
 REPO = Path(__file__).resolve().parent.parent
 APPS = ("mailbox", "mirrorlock", "broken", "stale", "firstlost", "leaky")
 
 
-def _shinken(*args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    return subprocess.run([str(SHINKEN), *args], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+def _shinken(*args: str, timeout: float = 1200) -> CliResult:
+    return run_cli(*args, timeout=timeout)  # in process, empty stdin (tests/cli_runner.py)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 import sys
 import textwrap
 import time
@@ -21,6 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gym_harness as gh  # noqa: E402
+from tests.cli_runner import run_cli  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 
 from shinken.workspace.gym_image import ensure_gym_image  # noqa: E402
@@ -56,9 +56,8 @@ def test_gym_serves_a_web_task_with_one_sid_per_rollout(tmp_path: Path, hub_imag
     ids = tmp_path / "ids.txt"
     ids.write_text(f"{STAR}\n")
     ws = tmp_path / "ws"
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "make-workspace", "--dest", str(ws),
-                        "--task-root", str(WEB), "--ids", str(ids), "--image", cua_image, "--hub", hub_image,
-                        "--license", "Apache-2.0", "--json"], capture_output=True, text=True)
+    r = run_cli("make-workspace", "--dest", ws, "--task-root", WEB, "--ids", ids, "--image", cua_image, "--hub", hub_image,
+                "--license", "Apache-2.0", "--json")
     assert r.returncode == 0, r.stderr
     made = json.loads(r.stdout)
     config = (ws / "resources_servers/shinken_cua/configs/shinken_cua.yaml").read_text()
@@ -96,8 +95,7 @@ def test_gym_serves_a_web_task_with_one_sid_per_rollout(tmp_path: Path, hub_imag
         while Path(f"/proc/{server_pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         label = f"shinken.run=server-{server_pid}"
-        r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "gc", "--force", "--json", "--label", label],
-                           capture_output=True, text=True)
+        r = run_cli("gc", "--force", "--json", "--label", label)
         assert r.returncode == 0, r.stderr
         reclaimed = {(i["resource"], i["kind"]) for i in json.loads(r.stdout)["reclaimed"]}
         assert {("container", "hub"), ("network", "network")} <= reclaimed, r.stdout

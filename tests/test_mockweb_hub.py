@@ -329,6 +329,70 @@ def test_probe_keeps_the_web_task_and_drops_the_zero_signal_one(hub_image: str, 
     assert {x["reason"] for x in blocked} == {"blocked"} and all("needs_mock_web" in x["detail"] for x in blocked)
 
 
+_WEB_SETUP = """import json
+import urllib.request
+import uuid
+
+BASE_URL = '__CUA_GYM_MAILBOX_URL__'
+sid = uuid.uuid4().hex
+with open('/tmp/task_web_sid', 'w') as f:
+    f.write(sid)
+state = {"messages": [{"id": "m3", "subject": "Invoice 42", "folder": "inbox", "starred": False}]}
+req = urllib.request.Request(BASE_URL + '/post?sid=' + sid, method='POST', headers={'Content-Type': 'application/json'},
+                             data=json.dumps({'action': 'set', 'state': state}).encode())
+assert urllib.request.urlopen(req, timeout=60).status == 200
+"""
+_WEB_REWARD = """import json
+import urllib.request
+
+with open("/tmp/task_web_sid") as f:
+    sid = f.read().strip()
+with urllib.request.urlopen("__CUA_GYM_MAILBOX_URL__/go?sid=" + sid, timeout=30) as resp:
+    messages = json.loads(resp.read())["current_state"].get("messages", [])
+invoice = [m for m in messages if m.get("subject") == "Invoice 42"]
+ok = {CHECK}
+print(f"REWARD: {1.0 if ok else 0.0}")
+"""
+
+
+def _web_task(root: Path, task_id: str, instruction: str, check: str) -> None:
+    d = root / task_id
+    d.mkdir(parents=True)
+    (d / "task.json").write_text(json.dumps({
+        "id": task_id, "instruction": instruction, "app_type": "mailbox_mock", "shinken_state_fidelity": "filesystem",
+        "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py",
+                                                                  "path": "/home/user/initial_setup.py"}]}},
+                   {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
+        "evaluator": {"type": "python", "url": "./reward.py"}}))
+    (d / "initial_setup.py").write_text(_WEB_SETUP)
+    (d / "reward.py").write_text(_WEB_REWARD.replace("{CHECK}", check))
+
+
+def test_vandal_resets_a_web_tasks_hub_state(hub_image: str, cua_image: str, docker_client, tmp_path: Path) -> None:
+    """--probes noop,vandal on web tasks: each vandal computer's own hub sid is reset (the State API's
+    `reset`) besides the setup's files being damaged; the sid file, shinken's plumbing, is left alone.
+    A reward that only checks that a message is gone passes on the reset state in both variants:
+    dropped, the app named. (One task: each of its computers starts a desktop.)"""
+    root = tmp_path / "tasks"
+    _web_task(root, "web-vandal-absent", "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
+    receipt = tmp_path / "receipt.json"
+    r = _shinken("probe", str(root), "--hub", hub_image, "--image", cua_image, "--state-fidelity", "filesystem",
+                 "--repeats", "1", "--concurrency", "1", "--probes", "noop,vandal", "--run-dir",
+                 str(tmp_path / f"run-{uuid.uuid4().hex[:8]}"), "--receipt", str(receipt))
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(receipt.read_text())
+    lines = {t["task_id"]: t for t in doc["tasks"]}
+    absent = lines["web-vandal-absent"]
+    assert absent["rewards"] == [0.0], absent["detail"]  # the untouched state still has the message
+    assert absent["reason"] == "reward_passes_vandalism", absent["detail"]
+    assert absent["vandal"]["rewards"] == {"remove": 1.0, "garbage": 1.0}
+    assert len(absent["vandal"]["web"]) == 1 and "mailbox" in absent["vandal"]["web"][0], absent["vandal"]
+    assert f"the hub state of {absent['vandal']['web'][0]} reset" in absent["detail"]
+    assert "/tmp/task_web_sid" not in absent["vandal"]["files"]  # the pointer kept, the state reset
+    assert absent["vandal"]["files"] == ["/home/user/initial_setup.py"]
+    assert validation_error("receipt_line", absent) is None
+
+
 # ---------------------------------------------------------------- gc of leaked sids
 
 

@@ -209,6 +209,9 @@ class _Mock(BaseHTTPRequestHandler):
         u = urlparse(self.path)
         sid = parse_qs(u.query).get("sid", [""])[0]
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if body["action"] == "reset":  # the sid's state dropped: it reads as the app's default again
+            self.states.pop(sid, None)
+            return self._send(200, {"success": True})
         st = self.states.setdefault(sid, {"initial": None, "current": None})
         if body["action"] == "set":
             st["current"] = body["state"]
@@ -247,6 +250,28 @@ def test_record_and_restore_round_trip(mock_url: str, tmp_path: Path) -> None:
     with pytest.raises(StateApiError) as exc:
         StateClient("http://127.0.0.1:9", timeout=2).go("x")
     assert exc.value.kind == "unreachable"
+
+
+def test_the_reset_guest_command_resets_the_sid_in_every_recorded_app(mock_url: str, tmp_path: Path, capsys) -> None:
+    """What the vandal probe runs in a web task's fork: the State API's `reset` for the fork's sid in
+    each app the golden recorded state in; the other sids keep theirs."""
+    from shinken.mockweb.state_api import main
+
+    c = StateClient(mock_url)
+    for sid in ("fork1", "fork2"):
+        c.set(sid, {"emails": [1]})
+    rec = tmp_path / "hub-state.json"
+    rec.write_text(json.dumps({"schema": "shinken.hub_state/1", "sid": "golden", "apps": {
+        "gmail": {"url": mock_url, "initial_state": {"emails": [1]}, "current_state": {"emails": [1]}}}}))
+    assert main(["reset", "--record", str(rec), "--sid", "fork1"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["sid"] == "fork1" and out["apps"] == ["gmail"]
+    assert c.state("fork1")["has_custom_state"] is False and c.go("fork1")["current_state"] == {"d": 1}
+    assert c.go("fork2")["current_state"] == {"emails": [1]}
+    rec.write_text(json.dumps({"schema": "shinken.hub_state/1", "sid": "golden", "apps": {
+        "gmail": {"url": "http://127.0.0.1:9", "initial_state": {}, "current_state": {}}}}))
+    assert main(["reset", "--record", str(rec), "--sid", "fork1"]) == 3  # unreachable: one JSON line, no traceback
+    assert json.loads(capsys.readouterr().out.strip())["kind"] == "unreachable"
 
 
 def test_a_relaunch_record_names_the_forks_sid() -> None:

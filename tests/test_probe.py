@@ -16,6 +16,7 @@ from shinken.errors import InternalError, ShinkenError
 from shinken.probes.receipts import ReceiptLog, read_lines
 from shinken.probes.rollouts import load_rollouts
 from shinken.schemas import check_with_jsonschema
+from tests.cli_runner import CliResult, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -160,8 +161,7 @@ def test_plan_scope_from_ids_and_triage_report(tmp_path: Path) -> None:
     ids.write_text("a\nnope\n")
     with pytest.raises(ShinkenError, match="nope"):
         plan(ProbeRequest(task_root=root, image="img", ids=ids, triage=triage))
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(root), "--ids", str(ids),
-                        "--triage", str(triage)], capture_output=True, text=True, cwd=REPO)
+    r = cli(str(root), "--ids", str(ids), "--triage", str(triage))
     assert r.returncode == 2 and "nope" in r.stderr and "Traceback" not in r.stderr
 
 def test_ray_payload_folder_is_registered_then_removed(tmp_path: Path, monkeypatch) -> None:
@@ -258,9 +258,11 @@ print("REWARD: 1.0" if ok else "REWARD: 0.0")
 """
 
 
-def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=timeout, cwd=REPO)
+def cli(*args: str, env: dict | None = None, timeout: float = 600) -> CliResult:
+    """`shinken probe ARGS` in process (the shared runner); with `env` (a private engine's DOCKER_HOST,
+    a Ray cluster's auth mode) in a process of its own: Ray reads its settings at import and keeps
+    its driver connected for the life of the process that made it."""
+    return run_cli("probe", *args, env={**os.environ, **env} if env else None, timeout=timeout)
 
 
 def _receipt(path: Path) -> dict:
@@ -343,6 +345,7 @@ def test_demo_bundles(demo_image: str, demo_root: Path, tmp_path: Path) -> None:
 ORACLE_DEMOS = ("oracle-solves", "oracle-half", "oracle-wrong-path")
 
 
+@pytest.mark.docker
 def test_oracle_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     """Pipeline-export bundles with golden_patch.py: the probe runs it on a fresh fork through
     computer_exec after the start state is checked, then the reward. One solves (kept,
@@ -391,11 +394,24 @@ def test_oracle_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> No
     assert doc3["summary"]["probed"] == 3
     bad = cli(*base, "--probes", "noop,fuzz", "--run-dir", str(tmp_path / "run"))
     assert bad.returncode == 2 and "--probes" in bad.stderr and "Traceback" not in bad.stderr
+    # A golden_patch.py that cannot be an oracle (binary): probed without one, and the line says why.
+    shutil.copytree(demo_root / "oracle-solves", demo_root / "oracle-binary")
+    (demo_root / "oracle-binary" / "golden_patch.py").write_bytes(b"\x7fELF\x00\x01 not a script")
+    cfg = json.loads((demo_root / "oracle-binary" / "config.json").read_text())
+    (demo_root / "oracle-binary" / "config.json").write_text(json.dumps({**cfg, "id": "oracle-binary"}))
+    ids.write_text("oracle-binary\n")
+    r = cli(*base, "--probes", "noop,oracle", "--run-dir", str(tmp_path / "run-binary"), "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    line = json.loads(r.stdout)["tasks"][0]
+    assert line["outcome"] == "kept" and line["oracle"] is None
+    assert line["oracle_note"].startswith("no oracle run: ") and "binary" in line["oracle_note"], line
+    assert check_with_jsonschema("receipt_line", line) == []
 
 
 VANDAL_DEMOS = ("vandal-except-pass", "vandal-absent-check", "delete-the-file", "oracle-solves")
 
 
+@pytest.mark.docker
 def test_vandal_probe(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
     """--probes noop,vandal,oracle: the files the setup made (the golden's diff against the base image)
     removed in one fork and garbled in another. Rewards that pay for that in both (an `except:` that

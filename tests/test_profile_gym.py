@@ -8,7 +8,6 @@ demo run (triage + the session's probe receipt + the profile) is opened in headl
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chance_policy as cp  # noqa: E402
 import gym_harness as gh  # noqa: E402
+from tests.cli_runner import CliResult, run_cli  # noqa: E402
 import report_check  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 
@@ -35,9 +35,8 @@ CHANCE = {"hello-file": 0.5, "zenity-entry": 0.0, sp.SPREADSHEET: 1.0, "zero-sig
 KILLS = {"hello-file": 1}
 
 
-def shinken(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shinken.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+def shinken(*args: str, timeout: float = 600) -> CliResult:
+    return run_cli(*args, timeout=timeout)  # in process (tests/cli_runner.py)
 
 
 def _eval(gym_env: dict, inputs: str, out: str, plans: dict[str, list[str]]) -> cp.ChancePolicy:

@@ -31,8 +31,9 @@ TOKEN = "hf_publish_test"
 
 
 def _run(args: list[str], env: dict[str, str] | None = None, timeout: int = 600) -> CliResult:
-    # A process of its own: huggingface_hub reads HF_ENDPOINT and the token once, at import.
-    return run_cli(*args, env=env, subprocess_=True, timeout=timeout)
+    # With an environment of its own (a hub endpoint, a token), a process of its own: huggingface_hub
+    # reads HF_ENDPOINT and the token once, at import. Without one, in process (the same environment).
+    return run_cli(*args, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

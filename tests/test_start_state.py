@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -26,6 +25,7 @@ from shinken.tiers import TIER_VALUES, Tier, parse_tier, probe_tiers, serving_ti
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from tests.cli_runner import run_cli  # noqa: E402
 from tests.desktop_demos import CALC, DESKTOP_DEMOS, WRITER_DIALOG, salted_copy  # noqa: E402
 
 CALC_WINDOW = Window("soffice", "frame", "expenses.xlsx - LibreOffice Calc")
@@ -79,9 +79,8 @@ def test_record_round_trips_through_its_schema() -> None:
         DesktopRecord.from_json({"roots": [{"argv": []}], "windows": [], "active": None})
 
 
-def test_process_memory_fails_closed(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(REPO / "demo"),
-                        "--state-fidelity", "process_memory"], capture_output=True, text=True, cwd=REPO)
+def test_process_memory_fails_closed(tmp_path: Path, shinken_cli) -> None:
+    r = shinken_cli("probe", REPO / "demo", "--state-fidelity", "process_memory")
     assert r.returncode == 2 and "CRIU" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -103,9 +102,8 @@ def probed(cua, desktop_root, tmp_path_factory, docker_client):
     """`shinken probe` with default flags (no --state-fidelity, K=2) over the desktop demos."""
     out = tmp_path_factory.mktemp("probe")
     receipt = out / "receipt.json"
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "probe", str(desktop_root), "--image", cua,
-                        "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "2",
-                        "--concurrency", "2"], capture_output=True, text=True, cwd=REPO, timeout=1800)
+    r = run_cli("probe", desktop_root, "--image", cua, "--receipt", receipt, "--run-dir", out / "run", "--repeats", "2",
+                "--concurrency", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
     yield doc

@@ -123,6 +123,10 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                     "runnable", "file_cli", {"reward_total_score"}),
     "lowercase": ({"task.json": task("lowercase"), "reward.py": "reward: float = 1.0\nprint(f'Reward: {reward}')\n"},
                   "runnable", "file_cli", {"reward_lowercase_marker"}),
+    # A reference solution the probe cannot run (binary): named, never a defect of the task.
+    "oracle-binary": ({"task.json": task("oracle-binary"), "reward.py": OK_REWARD,
+                       "golden_patch.py": b"\x7fELF\x02\x01\x01\x00" + bytes(range(256))},
+                      "runnable", "file_cli", {"oracle_unusable"}),
     "syntax-error": ({"task.json": task("syntax-error"), "reward.py": "import numpy\ndef f(:\n    print('REWARD: 1')\n"},
                      "defective", "file_cli", {"reward_syntax_error"}),
     "deep-nesting": ({"task.json": task("deep-nesting"), "reward.py": "x = " + "-" * 120000 + "1\nprint('REWARD: 1')\n"},
@@ -820,6 +824,34 @@ def test_a_killed_worker_does_not_stop_the_run(tmp_path: Path, caps: Capabilitie
     tasks = {Path(t["path"]).name: t for t in orjson.loads(out.read_bytes())["tasks"]}
     assert {k: t["verdict"] for k, t in tasks.items()} == expected
     assert not any("killed the worker" in r["detail"] for t in tasks.values() for r in t["reasons"])
+
+
+def test_an_unusable_golden_patch_is_named_by_triage_and_probe(tmp_path: Path, caps: Capabilities) -> None:
+    """A golden_patch.py over 96 KiB or binary is no oracle: triage names it (a note, the task stays
+    runnable) and the probe's plan says why on the task's receipt line instead of silently running none."""
+    from shinken.probes.pipeline import ProbeRequest, plan
+
+    root = tmp_path / "tasks"
+    for tid, patch in (("big-oracle", b"# padding\n" * 10_000 + b"print('solved')\n"),
+                       ("binary-oracle", b"\x00\x01binary"), ("fine-oracle", b"print('solved')\n")):
+        (root / tid).mkdir(parents=True)
+        (root / tid / "task.json").write_bytes(task(tid))
+        (root / tid / "reward.py").write_text(OK_REWARD)
+        (root / tid / "golden_patch.py").write_bytes(patch)
+    t = run(root, caps)
+    assert {k: (v["verdict"], codes(v)) for k, v in t.items()} == {
+        "big-oracle": ("runnable", {"oracle_unusable"}), "binary-oracle": ("runnable", {"oracle_unusable"}),
+        "fine-oracle": ("runnable", set())}
+    detail = {k: v["reasons"][0]["detail"] for k, v in t.items() if v["reasons"]}
+    assert "100016 bytes, over the 98304" in detail["big-oracle"] and "binary" in detail["binary-oracle"]
+    report = tmp_path / "triage.json"  # the triage above, as a report (the probe's own would need the image)
+    report.write_bytes(orjson.dumps({"tasks": [{"id": k, "verdict": v["verdict"], "reasons": []} for k, v in t.items()]}))
+    p = plan(ProbeRequest(task_root=root, image="img", triage=report, probes=("noop", "oracle")))
+    assert sorted(p.oracles) == ["fine-oracle"]
+    assert set(p.oracle_notes) == {"big-oracle", "binary-oracle"}
+    assert "over 98304" in p.oracle_notes["big-oracle"] and "binary" in p.oracle_notes["binary-oracle"]
+    assert all(len(n.splitlines()) == 1 and n.startswith("no oracle run: ") for n in p.oracle_notes.values())
+    assert plan(ProbeRequest(task_root=root, image="img", triage=report)).oracle_notes == {}  # without the oracle probe: nothing to say
 
 
 def test_unwritable_cache_is_a_warning_not_a_failure(corpus: Path, caps: Capabilities, tmp_path: Path) -> None:

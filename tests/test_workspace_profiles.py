@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -134,12 +132,12 @@ def test_screenshot_history_uses_gyms_recency_policy(tmp_path: Path, demo_root: 
     (["--screenshot-format", "gif"], "--screenshot-format 'gif': use one of png, jpeg, webp"),
     (["--screenshot-quality", "0"], "--screenshot-quality 0: use 1..100"),
 ])
-def test_bad_profile_options_exit_2_with_one_line(tmp_path: Path, demo_root: Path, args, message) -> None:
+def test_bad_profile_options_exit_2_with_one_line(tmp_path: Path, demo_root: Path, args, message,
+                                                   shinken_cli) -> None:
     ids = tmp_path / "ids.txt"
     ids.write_text("hello-file\n")
-    r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "make-workspace", "--dest", str(tmp_path / "ws"),
-                        "--task-root", str(demo_root), "--ids", str(ids), "--license", "Apache-2.0", *args],
-                       capture_output=True, text=True, timeout=120)
+    r = shinken_cli("make-workspace", "--dest", tmp_path / "ws", "--task-root", demo_root, "--ids", ids,
+                    "--license", "Apache-2.0", *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "ws").exists()
@@ -162,32 +160,26 @@ def _rollouts(path: Path, rows: list[dict], shinken_profile: dict | None) -> Non
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_a_band_is_not_used_with_another_profile(tmp_path: Path, demo_root: Path) -> None:
+def test_a_band_is_not_used_with_another_profile(tmp_path: Path, demo_root: Path, shinken_cli) -> None:
     pixel = Profile(observation="screenshot", actions="pixel", exec=False)
     ws = _make(tmp_path, demo_root, "vl", profile=pixel)
     rows = _rows(ws / SERVER / "data" / "train.jsonl") + _rows(ws / SERVER / "data" / "validation.jsonl")
-    cli = [sys.executable, "-m", "shinken.cli.main"]
     _rollouts(tmp_path / "vl.jsonl", rows, pixel.to_json())
-    r = subprocess.run([*cli, "profile", str(tmp_path / "vl.jsonl"), "--task-root", str(demo_root), "--out",
-                        str(tmp_path / "prof")], capture_output=True, text=True, timeout=300)
+    r = shinken_cli("profile", tmp_path / "vl.jsonl", "--task-root", demo_root, "--out", tmp_path / "prof")
     assert r.returncode == 0, r.stderr
     doc = json.loads((tmp_path / "prof" / "profile.json").read_text())
     assert doc["policy_profile"] == pixel.to_json() and doc["counts"]["band"] == 2
-    r = subprocess.run([*cli, "report", "--profile", str(tmp_path / "prof"), "--md", str(tmp_path / "r.md")],
-                       capture_output=True, text=True, timeout=300)
+    r = shinken_cli("report", "--profile", tmp_path / "prof", "--md", tmp_path / "r.md")
     assert r.returncode == 0, r.stderr
     assert "observation/action profile `screenshot+pixel-noexec`" in (tmp_path / "r.md").read_text()
     band = tmp_path / "prof" / "band.json"
-    base = [*cli, "make-workspace", "--task-root", str(demo_root), "--ids", str(band), "--license", "Apache-2.0",
-            "--author", "A"]
-    r = subprocess.run([*base, "--dest", str(tmp_path / "a11y-ws")], capture_output=True, text=True, timeout=300)
+    base = ["make-workspace", "--task-root", demo_root, "--ids", band, "--license", "Apache-2.0", "--author", "A"]
+    r = shinken_cli(*base, "--dest", tmp_path / "a11y-ws")
     assert r.returncode == 2 and "this band was measured with profile screenshot+pixel-noexec" in r.stderr, r.stderr
     assert "--observation screenshot --actions pixel --no-exec" in r.stderr and "Traceback" not in r.stderr
-    r = subprocess.run([*base, "--dest", str(tmp_path / "same"), "--observation", "screenshot", "--actions", "pixel",
-                        "--no-exec"], capture_output=True, text=True, timeout=300)
+    r = shinken_cli(*base, "--dest", tmp_path / "same", "--observation", "screenshot", "--actions", "pixel", "--no-exec")
     assert r.returncode == 0, r.stderr
     # Rollouts of two profiles do not make one pass rate.
     _rollouts(tmp_path / "a11y.jsonl", rows, None)
-    r = subprocess.run([*cli, "profile", str(tmp_path / "a11y.jsonl"), "--task-root", str(demo_root), "--out",
-                        str(tmp_path / "prof")], capture_output=True, text=True, timeout=300)
+    r = shinken_cli("profile", tmp_path / "a11y.jsonl", "--task-root", demo_root, "--out", tmp_path / "prof")
     assert r.returncode == 2 and "observation/action profiles" in r.stderr, r.stderr

@@ -38,6 +38,7 @@ CODES: dict[str, tuple[str, str]] = {
     "reward_total_score": (NOTE, "reward.py prints `Total score: X` instead of `REWARD: <x>` (accepted, flagged)"),
     "reward_lowercase_marker": (NOTE, "reward.py prints `reward:` in another case (accepted, flagged)"),
     "setup_not_text": (DEFECT, "initial_setup.py/.sh is binary (NUL bytes) or over the 1 MiB parse cap"),
+    "oracle_unusable": (NOTE, "golden_patch.py (the reference solution) is binary or over 96 KiB: the probe runs no oracle for the task"),
     "syntax_unchecked": (NOTE, "the host Python is older than the image's; a syntax error may be a newer feature"),
     # --- requirements matched against the image's capability manifest ---
     "missing_executable": (BLOCKER, "a command the setup/reward calls is not on the image's PATH"),

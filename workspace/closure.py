@@ -10,6 +10,7 @@ followed without a list to keep in sync.
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +37,11 @@ def _module_file(root: Path, dotted: str) -> Path | None:
     return None
 
 
-def _imported_names(source: str, module: str, is_package: bool) -> list[str]:
+@functools.lru_cache(maxsize=512)
+def _imported_names(source: str, module: str, is_package: bool) -> tuple[str, ...]:
     """Dotted names this source imports (absolute; `from a import b` yields both a and a.b,
-    the caller keeps whichever is a module)."""
+    the caller keeps whichever is a module). Keyed by the source text itself, so a process
+    that makes several workspaces parses each unchanged module once (a changed one anew)."""
     out: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -53,7 +56,7 @@ def _imported_names(source: str, module: str, is_package: bool) -> list[str]:
                 base = node.module or ""
             out.append(base)
             out += [f"{base}.{alias.name}" for alias in node.names if alias.name != "*"]
-    return out
+    return tuple(out)
 
 
 def import_closure(entry_sources: list[str], root: Path) -> Closure:

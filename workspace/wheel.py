@@ -10,11 +10,13 @@ requirements those modules import, so the CLI, benchmarks and their dependencies
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.metadata
 import io
 import re
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import shinken
@@ -42,9 +44,16 @@ def _normalize(dist: str) -> str:
     return re.sub(r"[-_.]+", "-", dist).lower()
 
 
+@functools.lru_cache(maxsize=1)
+def _provides() -> Mapping[str, list[str]]:
+    """Top-level import name -> the installed distributions providing it (read once per process:
+    scanning every installed distribution's metadata costs a few hundred ms)."""
+    return importlib.metadata.packages_distributions()
+
+
 def _requirements(closure: Closure) -> list[str]:
     """shinken's own requirement lines for the distributions the closure imports."""
-    provides = importlib.metadata.packages_distributions()
+    provides = _provides()
     needed = {_normalize(d) for top in closure.third_party for d in provides.get(top, [])}
     out = []
     for req in importlib.metadata.requires("shinken") or []:

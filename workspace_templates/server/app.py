@@ -30,13 +30,15 @@ from typing import Any, ClassVar, Literal, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer
 
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseSeedSessionRequest,
+    BaseSeedSessionResponse,
     BaseVerifyRequest,
     BaseVerifyResponse,
+    ResourcesCloseSessionResponse,
     ReverifyMode,
     SimpleResourcesServer,
 )
@@ -157,6 +159,22 @@ class ShinkenSeedRequest(BaseSeedSessionRequest):
     shinken_profile: Optional[dict] = None  # absent: the default profile
 
 
+class ShinkenSeedSessionResponse(BaseSeedSessionResponse):
+    """What /seed_session answers: `{}` with an a11y-only profile; with a screenshot profile the
+    screen the rollout starts from (`{"observation": {...}}`, the vision agent's first input_image;
+    null when the fork has no screen yet)."""
+
+    observation: Optional[dict] = None
+
+    @model_serializer(mode="wrap")
+    def _only_what_was_given(self, handler: SerializerFunctionWrapHandler) -> dict:
+        # An a11y rollout's answer stays `{}`: the field is written only when the route set it.
+        out = handler(self)
+        if "observation" not in self.model_fields_set:
+            out.pop("observation", None)
+        return out
+
+
 class ShinkenVerifyRequest(BaseVerifyRequest):
     model_config = ConfigDict(extra="allow")
     task_id: str
@@ -171,7 +189,9 @@ class ShinkenVerifyResponse(BaseVerifyResponse):
 
 class Refused(Exception):
     """An engine call refused (shinken.computer.failures: one table from exception class to
-    status, error kind and Gym failure kind): stale session 409, bad task 422, infrastructure 503."""
+    status, error kind and Gym failure kind): stale session 409, bad task 422, infrastructure 503.
+    Routes raise it, so each keeps its typed response model; the app's exception handler
+    answers it with `response()` (as Gym's own servers raise HTTPException, with this body)."""
 
     def __init__(self, status: int, kind: str, detail: str, failure_kind: Optional[str] = None) -> None:
         super().__init__(f"{kind}: {detail}")
@@ -186,6 +206,11 @@ def _refused(status: int, kind: str, detail: str, failure_kind: Optional[str] = 
     if failure_kind:
         content["failure_kind"] = failure_kind
     return JSONResponse(status_code=status, content=content)
+
+
+async def _answer_refused(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Refused)
+    return exc.response()
 
 
 async def _call(fn, *args):
@@ -261,6 +286,7 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
+        app.add_exception_handler(Refused, _answer_refused)
         from shinken.computer.actions import tool_schemas
 
         for tool in tool_schemas(self.config.profile()):
@@ -275,15 +301,12 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
             name = fixed or request.url.path.lstrip("/")
             gen = request.session.get(GENERATION_KEY)
             if not gen:
-                return _refused(409, "no_session", "call /seed_session first")
+                raise Refused(409, "no_session", "call /seed_session first")
             try:
                 arguments = await request.json()
             except ValueError:
                 arguments = None
-            try:
-                out = await _call(self._engine_call, "step", request.session[SESSION_ID_KEY], gen, name, arguments)
-            except Refused as r:
-                return r.response()
+            out = await _call(self._engine_call, "step", request.session[SESSION_ID_KEY], gen, name, arguments)
             if self.config.profile().screenshots:  # the agent turns the screenshot into an input_image
                 return JSONResponse(out.to_json())
             return PlainTextResponse(out.text)
@@ -291,51 +314,40 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
         route.__name__ = fixed or "computer_unknown_tool"
         return route
 
-    async def seed_session(self, request: Request, body: ShinkenSeedRequest) -> dict:
+    async def seed_session(self, request: Request, body: ShinkenSeedRequest) -> ShinkenSeedSessionResponse:
         session = request.session[SESSION_ID_KEY]
         mismatch = profile_mismatch(self.config, body.shinken_profile)
         if mismatch:
-            return _refused(422, "profile_mismatch", mismatch)
+            raise Refused(422, "profile_mismatch", mismatch)
         # Reseeding a live session needs that rollout's token (from this cookie); a stale
         # cookie is refused rather than allowed to replace a newer rollout.
-        try:
-            gen = await _call(self._engine_call, "seed", session, body.task_id, request.session.get(GENERATION_KEY),
-                              body.shinken_tier)
-        except Refused as r:
-            return r.response()
+        gen = await _call(self._engine_call, "seed", session, body.task_id, request.session.get(GENERATION_KEY),
+                          body.shinken_tier)
         request.session[GENERATION_KEY] = gen
         request.session[TASK_KEY] = body.task_id
         if not self.config.profile().screenshots:
-            return {}
-        try:  # the screen the rollout starts from: the agent's first input_image
-            first = await _call(self._engine_call, "first_observation", session, gen)
-        except Refused as r:
-            return r.response()
-        return {"observation": first.to_json() if first else None}
+            return ShinkenSeedSessionResponse()
+        # The screen the rollout starts from: the agent's first input_image.
+        first = await _call(self._engine_call, "first_observation", session, gen)
+        return ShinkenSeedSessionResponse(observation=first.to_json() if first else None)
 
     async def verify(self, request: Request, body: ShinkenVerifyRequest) -> ShinkenVerifyResponse:
         gen = request.session.get(GENERATION_KEY)
         if not gen:
-            return _refused(409, "no_session", "call /seed_session first")
-        try:
-            engine = await _call(self.engine)
-            return await score(engine, request.session[SESSION_ID_KEY], gen, body)
-        except Refused as r:
-            return r.response()
+            raise Refused(409, "no_session", "call /seed_session first")
+        engine = await _call(self.engine)
+        return await score(engine, request.session[SESSION_ID_KEY], gen, body)
 
-    async def close_resources_session(self, request: Request) -> dict:
+    async def close_resources_session(self, request: Request) -> ResourcesCloseSessionResponse:
         # Idempotent: closing an unknown or already closed session succeeds.
         try:
             body = await request.json()
         except ValueError:
             body = {}
         session = request.session[SESSION_ID_KEY]
-        try:
-            await _call(self._engine_call, "end", session, None)
-        except Refused as r:
-            return r.response()
+        await _call(self._engine_call, "end", session, None)
         sid = body.get("resources_session_id") if isinstance(body, dict) else None
-        return {"resources_session_id": sid or session}
+        return ResourcesCloseSessionResponse(resources_session_id=sid if isinstance(sid, str) and sid else session)
 
 
 def recorded_calls(response: Any) -> list[tuple[str, Any]]:

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 from nemo_gym.server_utils import ServerClient
 from nemo_gym.task_data import load_task_data_schema, validate_jsonl_rows
 
-from ..app import CONFIG_PATH, SERVER_DIR, ShinkenCuaConfig, ShinkenCuaResourcesServer, load_config
+from ..app import (CONFIG_PATH, SERVER_DIR, ShinkenCuaConfig, ShinkenCuaResourcesServer, ShinkenSeedSessionResponse,
+                   load_config)
 
 DATASETS = sorted(p for p in (SERVER_DIR / "data").glob("*.jsonl") if p.stem in ("train", "validation", "example"))
 
@@ -42,6 +43,30 @@ def test_routes_serve_this_workspaces_profile():
     rows = [json.loads(x) for p in DATASETS for x in p.read_text().splitlines() if x.strip()]
     names = [t["name"] for t in tool_schemas(config.profile())]
     assert all([t["name"] for t in r["responses_create_params"]["tools"]] == names for r in rows)
+
+
+def test_routes_answer_typed_models():
+    # As Gym's own servers do: /seed_session and /verify declare their response models (the
+    # OpenAPI schema names them); refusals are raised and answered with their own body.
+    paths = _server().setup_webserver().openapi()["paths"]
+    answers = {p: paths[p]["post"]["responses"]["200"]["content"]["application/json"]["schema"].get("$ref", "")
+               for p in ("/seed_session", "/verify", "/close_session")}
+    assert answers == {"/seed_session": "#/components/schemas/ShinkenSeedSessionResponse",
+                       "/verify": "#/components/schemas/ShinkenVerifyResponse",
+                       "/close_session": "#/components/schemas/ResourcesCloseSessionResponse"}
+    # An a11y rollout's seed answers {} as before; a screenshot one names its first screen, null included.
+    assert ShinkenSeedSessionResponse().model_dump() == {}
+    assert ShinkenSeedSessionResponse(observation=None).model_dump(mode="json") == {"observation": None}
+
+
+def test_verify_without_a_session_is_refused_with_the_tables_body():
+    client = TestClient(_server().setup_webserver())
+    row = json.loads(next(p for p in DATASETS).read_text().splitlines()[0])
+    response = client.post("/verify", json={**row, "response": {
+        "id": "r", "created_at": 0, "model": "m", "object": "response", "output": [], "parallel_tool_calls": False,
+        "tool_choice": "auto", "tools": []}})
+    assert response.status_code == 409
+    assert response.json() == {"error": "no_session", "detail": "call /seed_session first"}
 
 
 def test_a_row_made_for_another_profile_is_refused():
