@@ -33,7 +33,8 @@ def join(
     registry: Annotated[Optional[str], typer.Option("--registry", help="The fleet's registry HOST:PORT: the image id is checked against it, and pulled when missing.", envvar="SHINKEN_REGISTRY")] = None,
     image: ImageOpt = "shinken/sandbox-cua:latest",
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", min=0, help="CPUs this Ray node advertises (default: Ray's count).")] = None,
-    pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host.")] = 0,
+    pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
+    demand_pools: Annotated[bool, typer.Option("--demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md).")] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Join this machine's Docker engine to the fleet (checks Docker, the registry and the image id, then starts a Ray node and its host agent)."""
@@ -41,7 +42,7 @@ def join(
 
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
-                     reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size})
+                     reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools})
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"

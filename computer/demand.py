@@ -1,0 +1,95 @@
+"""Demand-sized warm pools: how many ready computers to keep per task, from the seeds observed.
+
+Per task the sizer keeps two decayed figures of its requests:
+- `rate`: seeds per second, an exponentially decayed count (time constant `rate_tau_s`), and
+- `burst`: the largest group of seeds that came close together (within `group_gap_s` of each
+  other: a GRPO group asks for N computers of one task at once), decayed with `burst_tau_s`.
+
+A task's target is `ceil(max(burst, rate x refill_s x headroom))`: enough ready computers for the
+next group, and for a steady trickle as many as arrive while one is being made. A task with no seed
+for `idle_s` wants none (its pool shrinks back to 0). The targets of all tasks together are bounded
+by a budget the caller passes (the host's free slots and the memory it has for desktops): tasks
+with the highest rate are served first.
+
+Pure arithmetic, no Docker: the engine (computer/engine.py) feeds it seeds and applies its targets to
+its pools; tests and the capacity model (docs/fleet.md) read it directly."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class DemandPolicy:
+    rate_tau_s: float = 120.0  # time constant of the seed rate
+    burst_tau_s: float = 600.0  # how slowly the remembered group size fades
+    group_gap_s: float = 5.0  # seeds of a task closer than this belong to one group
+    idle_s: float = 300.0  # no seed of a task this long: its pool goes back to 0
+    headroom: float = 1.5  # on rate x refill time
+    max_per_task: int = 64
+    parallel: int = 2  # refill threads per pool (app starts at once for one task)
+    default_refill_s: float = 3.0  # refill time assumed before one was measured
+
+
+@dataclass
+class _TaskDemand:
+    rate: float = 0.0  # seeds/s, decayed
+    burst: float = 0.0  # the group size remembered, decayed
+    group: int = 0  # seeds in the group now arriving
+    last: float = -math.inf  # monotonic time of the last seed
+    seeds: int = 0
+
+
+@dataclass
+class DemandSizer:
+    policy: DemandPolicy = field(default_factory=DemandPolicy)
+    _tasks: dict[str, _TaskDemand] = field(default_factory=dict)
+
+    def seen(self, task_id: str, now: float) -> None:
+        """One seed of `task_id` at monotonic time `now`."""
+        p = self.policy
+        d = self._tasks.setdefault(task_id, _TaskDemand())
+        dt = now - d.last
+        d.rate = (d.rate * math.exp(-dt / p.rate_tau_s) if d.seeds else 0.0) + 1.0 / p.rate_tau_s
+        d.group = d.group + 1 if dt <= p.group_gap_s else 1
+        d.burst = max(self._burst(d, now), float(d.group))
+        d.last = now
+        d.seeds += 1
+
+    def _burst(self, d: _TaskDemand, now: float) -> float:
+        return d.burst * math.exp(-max(0.0, now - d.last) / self.policy.burst_tau_s)
+
+    def rate(self, task_id: str, now: float) -> float:
+        d = self._tasks.get(task_id)
+        if d is None or not d.seeds:
+            return 0.0
+        return d.rate * math.exp(-max(0.0, now - d.last) / self.policy.rate_tau_s)
+
+    def want(self, task_id: str, now: float, refill_s: float | None) -> int:
+        """Ready computers this task's pool should hold, before the budget."""
+        p = self.policy
+        d = self._tasks.get(task_id)
+        if d is None or now - d.last > p.idle_s:
+            return 0
+        steady = self.rate(task_id, now) * (refill_s or p.default_refill_s) * p.headroom
+        return min(p.max_per_task, math.ceil(max(self._burst(d, now), steady) - 1e-9))
+
+    def targets(self, refill_s: dict[str, float | None], now: float, budget: int) -> dict[str, int]:
+        """Per task (the keys of refill_s: the tasks with a pool) its pool size, all together
+        within `budget`; the busiest tasks (highest rate) first."""
+        wants = {t: self.want(t, now, r) for t, r in refill_s.items()}
+        left = max(0, int(budget))
+        out: dict[str, int] = {}
+        for t in sorted(wants, key=lambda t: (-self.rate(t, now), t)):
+            out[t] = min(wants[t], left)
+            left -= out[t]
+        return out
+
+    def forget(self, task_id: str) -> None:
+        self._tasks.pop(task_id, None)
+
+    def snapshot(self, now: float) -> dict[str, dict[str, float]]:
+        """Per task: rate (seeds/min), burst, seconds since its last seed (for status pages)."""
+        return {t: {"rate_per_min": round(self.rate(t, now) * 60, 2), "burst": round(self._burst(d, now), 2),
+                    "idle_s": round(now - d.last, 1)} for t, d in self._tasks.items()}
