@@ -67,16 +67,22 @@ def status(address: AddressOpt, json_out: JsonFlag = False) -> None:
         if "error" not in i:
             row.update({k: i[k] for k in ("slots", "used", "free", "sessions", "goldens", "image", "image_id",
                                           "load1", "seeds", "refused_full")})
+            if i.get("warm"):
+                row["warm"] = i["warm"]
         rows.append(row)
     doc = {"schema": STATUS_SCHEMA, "address": address, "hosts": rows}
     check_own("fleet_status", doc, "fleet status")
 
     def render() -> None:
-        table = Table("host", "up", "slots used/free", "sessions", "goldens", "load", "image", "problem")
+        table = Table("host", "up", "slots used/free", "sessions", "goldens", "warm ready/target", "load", "image",
+                      "problem")
         for r in rows:
+            warm = r.get("warm") or {}
             table.add_row(r["host"], "yes" if r["up"] else "NO",
                           f"{r.get('used', '-')}/{r.get('free', '-')}", str(r.get("sessions", "-")),
-                          str(len(r.get("goldens", []))), str(r.get("load1", "-")),
+                          str(len(r.get("goldens", []))),
+                          f"{sum(w.get('ready', 0) for w in warm.values())}/{sum(w.get('size', 0) for w in warm.values())}"
+                          if warm else "-", str(r.get("load1", "-")),
                           (r.get("image_id") or "-")[7:19], r["error"] or "")
         output.table(table)
         if not rows:
