@@ -1,14 +1,26 @@
-"""Fleet figures, measured in one run on a simulated fleet (tests/fleet_harness.py: the machine's
-Docker engine plus private dockerds, a Ray head, a loopback registry), shinken/sandbox-linux tasks:
+"""Fleet figures, measured in one run (docs/fleet.md, "Measured" and "Capacity model").
 
-- router overhead: tool-call latency through the fleet vs the local engine on the same Docker engine
-  (calls interleaved, so load changes hit both alike);
+Stage `fleet`, on a simulated fleet (tests/fleet_harness.py's registry and Ray head; hosts h1..h3
+are private dockerds started here, each in its own network namespace with its loopback up and a
+registry process of its own on the fleet registry's port and storage, each accounted in its own
+cpuacct cgroup: the engine (dockerd, containerd, shims) and its containers apart), shinken/sandbox-linux
+tasks (copies of demo/hello-file):
+
+- router overhead: tool-call latency through the fleet vs a local ComputerEngine on the same
+  Docker engine (h1), calls interleaved so load changes hit both alike;
 - seeds per hour and seed p50/p99 with 1, 2 and 3 hosts at a fixed concurrency per host, with each
-  host's agent CPU time and its dockerd's CPU time (from /proc), since all hosts share the cores;
-- image distribution: registry push, save | load into a new host's engine, and a warm golden on it
-  by rebuilding from the bundle vs copying the golden image (docker save | docker load).
+  host's engine, containers and agent CPU time;
+- image distribution: a new host (h3, empty data root) brought to the task image by `fleet join`
+  pulling it from the registry; a warm golden on a host that lacks it rebuilt from the bundle vs
+  copied (docker save | docker load, and registry push + pull).
 
-    .venv/bin/python benchmarks/bench_fleet.py [--calls 40] [--seeds 12] [--hosts 3]
+Stage `tiers`, on the machine's engine with the desktop image: seed p50/p99 per tier (snapshot,
+relaunch, reprovision) at rated load with demand-sized warm pools: a HostAgent with 2 x group
+slots, GRPO-like steps of `group` seeds of one task at once, each rollout held `hold` seconds; the
+first step (no history) reported apart from the steady state; CPU, memory and disk per computer.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--stages fleet,tiers] [--calls 40] [--seeds 10]
+        [--group 4] [--steps 5] [--hold 40] [--out results.json]
 """
 
 from __future__ import annotations
@@ -181,7 +193,9 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> 
     dc = dst.client()
     dc.images.remove(tag)
     dc.close()
-    remote = f"{sim.registry}/shinken-golden-bench:{salt}"
+    # Into the task image's repository: the registry holds its base layers there already, so only
+    # the golden's own layer moves (what a copy scheme would do).
+    remote = f"{sim.registry}/{image.rsplit(':', 1)[0]}:golden-{salt}"
     t0 = time.perf_counter()
     subprocess.run(["docker", "-H", src.host, "tag", tag, remote], check=True, capture_output=True)
     subprocess.run(["docker", "-H", src.host, "push", remote], check=True, capture_output=True)
@@ -264,17 +278,20 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
             for t in threads:
                 t.join()
             hits = agent.engine.stats["pool_hits"] - hits0
-            cids = [agent.engine._sessions[f"t{step}-{i}"].fork.id for i in range(group)]
+            # A computer whose start state did not match twice starts its rollout masked (no fork).
+            forks = [agent.engine._sessions[f"t{step}-{i}"].fork for i in range(group)]
+            masked = sum(1 for f in forks if f is None)
+            cids = [f.id for f in forks if f is not None]
             cpu_at_seed = [cgroup_cpu_s(c) for c in cids]
             time.sleep(hold_s / 2)
-            if step == 1:
+            if step == 1 or (not costs and step > 1):
                 costs = [container_costs(client, c) for c in cids]
             time.sleep(hold_s / 2)
             cpu_at_end = [cgroup_cpu_s(c) for c in cids]
             for i in range(group):
                 assert gens[i] is not None
                 agent.end(f"t{step}-{i}", gens[i])
-            rows.append({"step": step + 1, "seed_s": [round(x, 2) for x in lat], "pool_hits": hits,
+            rows.append({"step": step + 1, "seed_s": [round(x, 2) for x in lat], "pool_hits": hits, "masked": masked,
                          "cpu_to_ready_s": [round(c, 2) if c is not None else None for c in cpu_at_seed],
                          "cpu_hold_s": [round(b - a, 2) if a is not None and b is not None else None
                                         for a, b in zip(cpu_at_seed, cpu_at_end)],
@@ -288,7 +305,8 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
         return {"tier": tier, "task": bundle.id, "group": group, "steps": steps, "hold_s": hold_s, "slots": slots,
                 "cold_p50_s": round(pct(cold, 0.5), 2), "cold_max_s": round(max(cold), 2),
                 "steady_p50_s": round(pct(steady, 0.5), 2), "steady_p99_s": round(pct(steady, 0.99), 2),
-                "steady_seeds": len(steady), "pool_hit_share": round(sum(r["pool_hits"] for r in rows[1:]) / max(1, len(steady)), 2),
+                "steady_seeds": len(steady), "masked_start_state": sum(r["masked"] for r in rows),
+                "steady_masked": sum(r["masked"] for r in rows[1:]), "pool_hit_share": round(sum(r["pool_hits"] for r in rows[1:]) / max(1, len(steady)), 2),
                 "cpu_per_computer_to_ready_s_p50": round(pct(cpu, 0.5), 2) if cpu else None,
                 "desktop_costs": costs,
                 "golden_layer_mib": round((golden[0].attrs["Size"] - base) / 2**20, 1) if golden else None,
