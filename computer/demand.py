@@ -2,10 +2,12 @@
 
 Per task the sizer keeps two decayed figures of its requests:
 - `rate`: seeds per second, an exponentially decayed count (time constant `rate_tau_s`), and
-- `burst`: the largest group of seeds that came close together (within `group_gap_s` of each
-  other: a GRPO group asks for N computers of one task at once), decayed with `burst_tau_s`.
+- `group`: the size of its last group of seeds (seeds within `group_gap_s` of the group's first: a
+  GRPO group asks for N computers of one task at once; a steady trickle makes small groups), or of the group arriving now if larger.
+  It does not fade while the task is in use (a GRPO step may last many minutes): the next group
+  of the task is expected to be as large as the last, until the task is idle.
 
-A task's target is `ceil(max(burst, rate x refill_s x headroom))`: enough ready computers for the
+A task's target is `ceil(max(group, rate x refill_s x headroom))`: enough ready computers for the
 next group, and for a steady trickle as many as arrive while one is being made. A task with no seed
 for `idle_s` wants none (its pool shrinks back to 0). The targets of all tasks together are bounded
 by a budget the caller passes (the host's free slots and the memory it has for desktops): tasks
@@ -23,8 +25,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class DemandPolicy:
     rate_tau_s: float = 120.0  # time constant of the seed rate
-    burst_tau_s: float = 600.0  # how slowly the remembered group size fades
-    group_gap_s: float = 5.0  # seeds of a task closer than this belong to one group
+    group_gap_s: float = 5.0  # seeds of a task within this of a group's first seed belong to that group
     idle_s: float = 300.0  # no seed of a task this long: its pool goes back to 0
     headroom: float = 1.5  # on rate x refill time
     max_per_task: int = 64
@@ -35,8 +36,9 @@ class DemandPolicy:
 @dataclass
 class _TaskDemand:
     rate: float = 0.0  # seeds/s, decayed
-    burst: float = 0.0  # the group size remembered, decayed
+    last_group: int = 0  # size of the task's last complete group
     group: int = 0  # seeds in the group now arriving
+    group_start: float = -math.inf  # when its first seed came
     last: float = -math.inf  # monotonic time of the last seed
     seeds: int = 0
 
@@ -52,13 +54,17 @@ class DemandSizer:
         d = self._tasks.setdefault(task_id, _TaskDemand())
         dt = now - d.last
         d.rate = (d.rate * math.exp(-dt / p.rate_tau_s) if d.seeds else 0.0) + 1.0 / p.rate_tau_s
-        d.group = d.group + 1 if dt <= p.group_gap_s else 1
-        d.burst = max(self._burst(d, now), float(d.group))
+        if now - d.group_start <= p.group_gap_s:  # within the window of the group's first seed
+            d.group += 1
+        else:  # a new group; after an idle spell the task starts from nothing
+            d.last_group = d.group if d.seeds and dt <= p.idle_s else 0
+            d.group, d.group_start = 1, now
         d.last = now
         d.seeds += 1
 
-    def _burst(self, d: _TaskDemand, now: float) -> float:
-        return d.burst * math.exp(-max(0.0, now - d.last) / self.policy.burst_tau_s)
+    @staticmethod
+    def _group(d: _TaskDemand) -> int:
+        return max(d.last_group, d.group)
 
     def rate(self, task_id: str, now: float) -> float:
         d = self._tasks.get(task_id)
@@ -73,7 +79,7 @@ class DemandSizer:
         if d is None or now - d.last > p.idle_s:
             return 0
         steady = self.rate(task_id, now) * (refill_s or p.default_refill_s) * p.headroom
-        return min(p.max_per_task, math.ceil(max(self._burst(d, now), steady) - 1e-9))
+        return min(p.max_per_task, math.ceil(max(float(self._group(d)), steady) - 1e-9))
 
     def targets(self, refill_s: dict[str, float | None], now: float, budget: int) -> dict[str, int]:
         """Per task (the keys of refill_s: the tasks with a pool) its pool size, all together
@@ -90,6 +96,6 @@ class DemandSizer:
         self._tasks.pop(task_id, None)
 
     def snapshot(self, now: float) -> dict[str, dict[str, float]]:
-        """Per task: rate (seeds/min), burst, seconds since its last seed (for status pages)."""
-        return {t: {"rate_per_min": round(self.rate(t, now) * 60, 2), "burst": round(self._burst(d, now), 2),
+        """Per task: rate (seeds/min), group size, seconds since its last seed (for status pages)."""
+        return {t: {"rate_per_min": round(self.rate(t, now) * 60, 2), "group": self._group(d),
                     "idle_s": round(now - d.last, 1)} for t, d in self._tasks.items()}

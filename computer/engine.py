@@ -667,7 +667,7 @@ class ComputerEngine:
         return ready + max(0, int((avail_kib / 1024 - 1024) // self.desktop_mib))
 
     def pool_targets(self) -> dict[str, dict[str, Any]]:
-        """Per task with a demand pool: its target, ready and being-made computers, rate and burst."""
+        """Per task with a demand pool: its target, ready and being-made computers, rate and group size."""
         if self.demand is None:
             return {}
         now = time.monotonic()

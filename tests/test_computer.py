@@ -445,20 +445,28 @@ def test_demand_sizer_grows_for_groups_and_rate_and_shrinks_when_idle():
     rate x refill time, an idle task none, and the budget goes to the busiest task first."""
     from shinken.computer.demand import DemandPolicy, DemandSizer
 
-    s = DemandSizer(DemandPolicy(rate_tau_s=60, burst_tau_s=600, group_gap_s=2, idle_s=30, headroom=1.0))
+    s = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30, headroom=1.0))
     for _ in range(8):  # a GRPO group of 8 at t=0
         s.seen("grpo", 0.0)
     assert s.want("grpo", 1.0, refill_s=3.0) == 8
+    assert s.want("grpo", 29.0, refill_s=3.0) == 8  # a long step: the group size does not fade
+    s.seen("grpo", 20.0)  # the next group's first seed: still ready for 8 ...
+    assert s.want("grpo", 21.0, refill_s=3.0) == 8
+    s.seen("grpo", 20.5)
+    s.seen("grpo", 40.0)  # ... and after a group of 2, for 2
+    assert s.want("grpo", 41.0, refill_s=3.0) == 2
     for i in range(40):  # one seed every 0.5 s for 20 s: ~0.5/s once the rate caught up, one group of 40
         s.seen("trickle", 100.0 + i * 0.5)
     r = s.rate("trickle", 120.0)
     assert 0.2 < r < 0.6, r
-    assert s.want("trickle", 120.0, refill_s=3.0) == 40  # arrivals closer than the gap are one group
+    assert s.want("trickle", 120.0, refill_s=3.0) == 5  # a trickle: groups of the seeds within 2 s of a first
     s2 = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=0.1, idle_s=30, headroom=1.0))
     for i in range(40):
         s2.seen("trickle", i * 0.5)
     assert s2.want("trickle", 20.0, refill_s=10.0) == round(s2.rate("trickle", 20.0) * 10.0 + 0.5)
-    assert s.want("grpo", 31.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
+    assert s.want("grpo", 71.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
+    s.seen("grpo", 80.0)  # back after the idle spell: the old group is forgotten
+    assert s.want("grpo", 81.0, refill_s=3.0) == 1
     b = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30))
     for _ in range(8):
         b.seen("big", 0.0)
