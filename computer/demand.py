@@ -2,6 +2,8 @@
 
 Per task the sizer keeps two decayed figures of its requests:
 - `rate`: seeds per second, an exponentially decayed count (time constant `rate_tau_s`), and
+A task is idle when it had no seed and no live rollout for `idle_s`.
+
 - `group`: the size of its last group of seeds (seeds within `group_gap_s` of the group's first: a
   GRPO group asks for N computers of one task at once; a steady trickle makes small groups), or of the group arriving now if larger.
   It does not fade while the task is in use (a GRPO step may last many minutes): the next group
@@ -40,6 +42,7 @@ class _TaskDemand:
     group: int = 0  # seeds in the group now arriving
     group_start: float = -math.inf  # when its first seed came
     last: float = -math.inf  # monotonic time of the last seed
+    active: float = -math.inf  # last time a rollout of the task was seen live (in_use)
     seeds: int = 0
 
 
@@ -66,6 +69,12 @@ class DemandSizer:
     def _group(d: _TaskDemand) -> int:
         return max(d.last_group, d.group)
 
+    def in_use(self, task_id: str, now: float) -> None:
+        """A rollout of the task is live now: the task is not idle (a step may outlast idle_s)."""
+        d = self._tasks.get(task_id)
+        if d is not None:
+            d.active = now
+
     def rate(self, task_id: str, now: float) -> float:
         d = self._tasks.get(task_id)
         if d is None or not d.seeds:
@@ -76,7 +85,7 @@ class DemandSizer:
         """Ready computers this task's pool should hold, before the budget."""
         p = self.policy
         d = self._tasks.get(task_id)
-        if d is None or now - d.last > p.idle_s:
+        if d is None or now - max(d.last, d.active) > p.idle_s:
             return 0
         steady = self.rate(task_id, now) * (refill_s or p.default_refill_s) * p.headroom
         return min(p.max_per_task, math.ceil(max(float(self._group(d)), steady) - 1e-9))

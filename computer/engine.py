@@ -682,15 +682,18 @@ class ComputerEngine:
         """Resize every demand pool to its task's target, within the host's budget."""
         if self.demand is None:
             return
+        now = time.monotonic()
         with self._lock:
             pools = {t: e.pool for t, e in self._goldens.items() if e.pool is not None}
+            for t, e in self._goldens.items():
+                if e.refs > 0:  # live rollouts of the task: not idle, however long ago its seeds came
+                    self.demand.in_use(t, now)
         if not pools:
             return
         ready = sum(p.ready + p.making for p in pools.values())
         budget = self._memory_budget(ready)
         if self.warm_budget is not None:
             budget = min(budget, max(0, int(self.warm_budget())))
-        now = time.monotonic()
         with self._lock:
             targets = self.demand.targets({t: p.make_s for t, p in pools.items()}, now, budget)
         for t, p in pools.items():

@@ -467,6 +467,9 @@ def test_demand_sizer_grows_for_groups_and_rate_and_shrinks_when_idle():
     assert s.want("grpo", 71.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
     s.seen("grpo", 80.0)  # back after the idle spell: the old group is forgotten
     assert s.want("grpo", 81.0, refill_s=3.0) == 1
+    s.in_use("grpo", 105.0)  # its rollout still live: not idle 30 s after the seed
+    assert s.want("grpo", 125.0, refill_s=3.0) == 1
+    assert s.want("grpo", 136.0, refill_s=3.0) == 0
     b = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30))
     for _ in range(8):
         b.seen("big", 0.0)
