@@ -454,10 +454,10 @@ class ComputerEngine:
             # A demand pool: a ready computer, or one being made now (no longer than a cold start
             # would take), else this seed makes its own.
             ready = entry.pool.take(entry.pool.make_s or 0.0)
+            with self._lock:
+                self.stats["pool_hits" if ready is not None else "pool_misses"] += 1
             if ready is not None:
-                self.stats["pool_hits"] += 1
                 return ready
-            self.stats["pool_misses"] += 1
         if tier is Tier.REPROVISION:
             return self.provider.provision(entry.bundle, entry.golden)
         return self.provider.fork(entry.golden, tier=tier)
