@@ -1,14 +1,26 @@
-"""Fleet figures, measured in one run on a simulated fleet (tests/fleet_harness.py: the machine's
-Docker engine plus private dockerds, a Ray head, a loopback registry), shinken/sandbox-linux tasks:
+"""Fleet figures, measured in one run (docs/fleet.md, "Measured" and "Capacity model").
 
-- router overhead: tool-call latency through the fleet vs the local engine on the same Docker engine
-  (calls interleaved, so load changes hit both alike);
+Stage `fleet`, on a simulated fleet (tests/fleet_harness.py's registry and Ray head; hosts h1..h3
+are private dockerds started here, each in its own network namespace with its loopback up and a
+registry process of its own on the fleet registry's port and storage, each accounted in its own
+cpuacct cgroup: the engine (dockerd, containerd, shims) and its containers apart), shinken/sandbox-linux
+tasks (copies of demo/hello-file):
+
+- router overhead: tool-call latency through the fleet vs a local ComputerEngine on the same
+  Docker engine (h1), calls interleaved so load changes hit both alike;
 - seeds per hour and seed p50/p99 with 1, 2 and 3 hosts at a fixed concurrency per host, with each
-  host's agent CPU time and its dockerd's CPU time (from /proc), since all hosts share the cores;
-- image distribution: registry push, save | load into a new host's engine, and a warm golden on it
-  by rebuilding from the bundle vs copying the golden image (docker save | docker load).
+  host's engine, containers and agent CPU time;
+- image distribution: a new host (h3, empty data root) brought to the task image by `fleet join`
+  pulling it from the registry; a warm golden on a host that lacks it rebuilt from the bundle vs
+  copied (docker save | docker load, and registry push + pull).
 
-    .venv/bin/python benchmarks/bench_fleet.py [--calls 40] [--seeds 12] [--hosts 3]
+Stage `tiers`, on the machine's engine with the desktop image: seed p50/p99 per tier (snapshot,
+relaunch, reprovision) at rated load with demand-sized warm pools: a HostAgent with 2 x group
+slots, GRPO-like steps of `group` seeds of one task at once, each rollout held `hold` seconds; the
+first step (no history) reported apart from the steady state; CPU, memory and disk per computer.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--stages fleet,tiers] [--calls 40] [--seeds 10]
+        [--group 4] [--steps 5] [--hold 40] [--out results.json]
 """
 
 from __future__ import annotations
@@ -25,8 +37,10 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from fleet_harness import SimFleet  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
+from fleet_harness import Engine, SimFleet  # noqa: E402
 
 from benchmarks.timing import pct  # noqa: E402
 
@@ -54,51 +68,74 @@ def proc_cpu_s(pid: int) -> float:
     return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def router_overhead(sim: SimFleet, root: Path, tid: str, image: str, calls: int) -> dict:
+def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str, calls: int) -> dict:
+    """Tool-call latency of one rollout through the fleet (router -> Ray -> h1's agent -> engine)
+    and of one on a local ComputerEngine on the same Docker engine, calls interleaved."""
     from shinken.computer.engine import ComputerEngine
     from shinken.fleet.router import FleetEngine
 
-    # keep_goldens_on_close: the h0 agent holds the same content-addressed golden on the same engine
-    local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None, keep_goldens_on_close=True)
+    saved = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = eng.host  # the local engine talks to h1's dockerd, as its agent does
+    try:
+        # keep_goldens_on_close: the agent holds the same content-addressed golden on the same engine
+        local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None, keep_goldens_on_close=True)
+    finally:
+        if saved is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = saved
     fleet = FleetEngine(sim.address, root, image)
     try:
         gl = local.seed("bench-local", tid)
         gf = fleet.seed("bench-fleet", tid)
-        assert gf.startswith("h0~"), gf
+        assert gf.startswith(f"{eng.name}~"), gf
         tl, tf = [], []
         for _ in range(calls):
-            for eng, s, g, out in ((local, "bench-local", gl, tl), (fleet, "bench-fleet", gf, tf)):
+            for e, s, g, out in ((local, "bench-local", gl, tl), (fleet, "bench-fleet", gf, tf)):
                 t0 = time.perf_counter()
-                eng.tool(s, g, "computer_exec", {"command": "true"})
+                e.tool(s, g, "computer_exec", {"command": "true"})
                 out.append(time.perf_counter() - t0)
-        mem = fork_memory(sim, tid)
+        # Ray's own round trip to the agent (a no-op call): the transport's share of the added latency
+        agent = fleet._agent(eng.name)
+        tp = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            fleet.ray.get(agent.ping.remote(), timeout=60)
+            tp.append(time.perf_counter() - t0)
         local.end("bench-local", gl)
         fleet.end("bench-fleet", gf)
     finally:
         local.close()
-    return {"calls": calls, "local_p50_ms": pct(tl, 0.5) * 1e3, "fleet_p50_ms": pct(tf, 0.5) * 1e3,
-            "added_p50_ms": (pct(tf, 0.5) - pct(tl, 0.5)) * 1e3, "local_p99_ms": pct(tl, 0.99) * 1e3,
-            "fleet_p99_ms": pct(tf, 0.99) * 1e3, "fork_memory_mib": mem}
+    return {"calls": calls, "local_p50_ms": round(pct(tl, 0.5) * 1e3, 1), "fleet_p50_ms": round(pct(tf, 0.5) * 1e3, 1),
+            "added_p50_ms": round((pct(tf, 0.5) - pct(tl, 0.5)) * 1e3, 1), "local_p99_ms": round(pct(tl, 0.99) * 1e3, 1),
+            "fleet_p99_ms": round(pct(tf, 0.99) * 1e3, 1), "ray_ping_p50_ms": round(pct(tp, 0.5) * 1e3, 1),
+            "load1": os.getloadavg()[0]}
 
 
-def fork_memory(sim: SimFleet, tid: str) -> list[float]:
-    """Memory (cgroup usage, MiB) of the task's live forks on h0: what one idle computer holds."""
-    c = sim.engines[0].client()
-    try:
-        out = []
-        for box in c.containers.list(filters={"label": [f"shinken.task={tid}", "shinken.kind=fork"]}):
-            st = box.stats(stream=False)
-            out.append(round(st.get("memory_stats", {}).get("usage", 0) / 2**20, 1))
-        return out
-    finally:
-        c.close()
+def homed_tasks(root: Path, names: list[str], per_host: int, salt: str) -> list[str]:
+    """`per_host` tasks homed on each host of `names` (rendezvous hashing over them), interleaved."""
+    from shinken.fleet.nodes import home_index
+
+    by: dict[str, list[str]] = {n: [] for n in names}
+    i = 0
+    while any(len(v) < per_host for v in by.values()):
+        tid = f"bench-fleet-{salt}-{len(names)}h-{i}"
+        i += 1
+        h = names[home_index(tid, names)]
+        if len(by[h]) < per_host:
+            by[h].append(make_task(root, tid))
+    return [by[n][k] for k in range(per_host) for n in names]
 
 
-def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: int, per_host: int, seeds: int) -> dict:
-    """`seeds` seed+end cycles per host at `per_host` at once per host, over tasks homed anywhere."""
+def seed_rate(sim: SimFleet, root: Path, image: str, hosts: int, per_host: int, seeds: int, salt: str) -> dict:
+    """`seeds` seed+end cycles per host at `per_host` at once per host, over tasks homed evenly on
+    the hosts (`per_host` each, so each host meets its share and spills are rare); per host: where
+    the seeds went, its engine's and its containers' CPU (cgroups), its agent's CPU."""
     from shinken.fleet.router import FleetEngine
 
-    fleet = FleetEngine(sim.address, root, image, seed_timeout_s=120)
+    names = [h.name for h in FleetEngine(sim.address, root, image).view(fresh=True)[0]]
+    tasks = homed_tasks(root, names, per_host, salt)
+    fleet = FleetEngine(sim.address, root, image, seed_timeout_s=120)  # finds the task folders made just now
     for i, tid in enumerate(tasks):  # warm goldens on the tasks' homes first: the rate is of forks
         g = fleet.seed(f"bench-warm-{i}", tid)
         fleet.end(f"bench-warm-{i}", g)
@@ -106,8 +143,11 @@ def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: in
     where: dict[str, int] = {}
     lock = threading.Lock()
     todo = list(range(seeds * hosts))
-    pids = {e.name: e.proc.pid for e in sim.engines if e.proc is not None}
-    cpu0 = {n: proc_cpu_s(p) for n, p in pids.items()}
+    engines = [e for e in sim.engines if getattr(e, "cgroup", None)][:hosts]
+    _, info = fleet.view(fresh=True)
+    agents = {n: int(i["pid"]) for n, i in info.items() if "pid" in i}
+    cpu0 = {e.name: host_cpu_s(e) for e in engines}
+    agent0 = {n: proc_cpu_s(p) for n, p in agents.items()}
 
     def worker(w: int) -> None:
         while True:
@@ -124,6 +164,7 @@ def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: in
                 lat.append(dt)
                 where[g.split("~")[0]] = where.get(g.split("~")[0], 0) + 1
 
+    load0 = os.getloadavg()[0]
     started = time.perf_counter()
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(per_host * hosts)]
     for t in threads:
@@ -131,22 +172,29 @@ def seed_rate(sim: SimFleet, root: Path, tasks: list[str], image: str, hosts: in
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
-    cpu = {n: round(proc_cpu_s(p) - cpu0[n], 1) for n, p in pids.items()}
+    per_host_cpu = {}
+    for e in engines:
+        c1 = host_cpu_s(e)
+        per_host_cpu[e.name] = {k: round(c1[k] - cpu0[e.name][k], 1) for k in c1}
+        if e.name in agents:
+            per_host_cpu[e.name]["agent"] = round(proc_cpu_s(agents[e.name]) - agent0[e.name], 1)
     return {"hosts": hosts, "concurrency": per_host * hosts, "seeds": len(lat), "wall_s": round(wall, 1),
             "seeds_per_hour": round(len(lat) / wall * 3600), "p50_s": round(pct(lat, 0.5), 2),
-            "p99_s": round(pct(lat, 0.99), 2), "placed": where, "private_dockerd_cpu_s": cpu}
+            "p99_s": round(pct(lat, 0.99), 2), "placed": where, "cpu_s": per_host_cpu,
+            "load1": [round(load0, 1), round(os.getloadavg()[0], 1)]}
 
 
 def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> dict:
     """A warm golden on a host that lacks it: rebuilt there from the bundle (what the agent does:
-    a task's first seed minus a warm seed) vs the golden image copied from a host that has it
-    (docker save | docker load, what a copy scheme would do)."""
+    a task's first seed minus a warm seed) vs the golden image copied from a host that has it,
+    (a) whole, `docker save | docker load`, (b) through the registry (push from the host that has
+    it, pull on the one that lacks it: only the golden's own layer moves, the base is there)."""
     from shinken.fleet.nodes import home_index
     from shinken.fleet.router import FleetEngine
 
-    names = ["h0", "h1", "h2"]
+    names = [h.name for h in FleetEngine(sim.address, root, image).view(fresh=True)[0]]
     i = 0
-    while names[home_index(f"bench-golden-{salt}-{i}", names)] != "h1":
+    while names[home_index(f"bench-golden-{salt}-{i}", names)] != "h2":
         i += 1
     tid = make_task(root, f"bench-golden-{salt}-{i}")
     fleet = FleetEngine(sim.address, root, image)
@@ -156,8 +204,8 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> 
         g = fleet.seed(f"bench-g{k}", tid)
         times.append(time.perf_counter() - t0)
         fleet.end(f"bench-g{k}", g)
-        assert g.startswith("h1~"), g
-    src, dst = sim.engine("h1"), sim.engine("h2")
+        assert g.startswith("h2~"), g
+    src, dst = sim.engine("h2"), sim.engine("h3")
     c = src.client()
     tag = next(t for img in c.images.list(filters={"label": [f"shinken.task={tid}", "shinken.kind=golden"]})
                for t in img.tags)
@@ -171,60 +219,281 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> 
     dc = dst.client()
     dc.images.remove(tag)
     dc.close()
+    # Into the task image's repository: the registry holds its base layers there already, so only
+    # the golden's own layer moves (what a copy scheme would do).
+    remote = f"{sim.registry}/{image.rsplit(':', 1)[0]}:golden-{salt}"
+    t0 = time.perf_counter()
+    subprocess.run(["docker", "-H", src.host, "tag", tag, remote], check=True, capture_output=True)
+    subprocess.run(["docker", "-H", src.host, "push", remote], check=True, capture_output=True)
+    push_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subprocess.run(["docker", "-H", dst.host, "pull", remote], check=True, capture_output=True)
+    pull_s = time.perf_counter() - t0
+    for e in (src, dst):
+        subprocess.run(["docker", "-H", e.host, "rmi", remote], capture_output=True)
     return {"task": tid, "cold_seed_s": round(times[0], 2), "warm_seed_s": round(times[1], 2),
-            "rebuild_s": round(times[0] - times[1], 2), "copy_s": round(copy_s, 2),
-            "golden_image_mib": round(size / 2**20, 1)}
+            "rebuild_s": round(times[0] - times[1], 2), "copy_save_load_s": round(copy_s, 2),
+            "copy_registry_push_s": round(push_s, 2), "copy_registry_pull_s": round(pull_s, 2),
+            "golden_image_mib": round(size / 2**20, 1), "load1": os.getloadavg()[0]}
+
+
+def cgroup_cpu_s(cid: str) -> float | None:
+    """CPU seconds a container used so far (cgroup v1 cpuacct under the cgroupfs driver's `docker/`)."""
+    for path in (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", f"/sys/fs/cgroup/cpu,cpuacct/docker/{cid}/cpuacct.usage"):
+        try:
+            return int(Path(path).read_text()) / 1e9
+        except OSError:
+            continue
+    return None
+
+
+def container_costs(client, cid: str) -> dict:
+    """Memory (MiB, cgroup usage minus page cache, as `docker stats` shows it) and writable-layer disk (MiB)."""
+    st = client.api.stats(cid, stream=False)
+    mem = st.get("memory_stats", {})
+    usage = mem.get("usage", 0) - mem.get("stats", {}).get("cache", 0)
+    found = client.api.containers(all=True, size=True, filters={"id": cid})
+    rw = (found[0].get("SizeRw") or 0) if found else 0
+    return {"mem_mib": round(usage / 2**20, 1), "rw_mib": round(rw / 2**20, 1)}
+
+
+TIER_TASKS = {"snapshot": "hello-file", "relaunch": "ced142d7-fb36-55fc-b1c5-2a60c026e7d0",  # Calc
+              "reprovision": "2d4740ff-ab49-5d11-9acc-ba0c7687d012"}  # Writer + Find and Replace
+
+
+def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, slots: int) -> dict:
+    """Seed latency at rated load with demand-sized pools, on one host: the host agent's own code
+    (HostAgent, in this process, on the machine's Docker engine; the router's added latency is
+    measured separately) with `slots` slots. Rated load: GRPO-like steps, each a group of `group`
+    seeds of one task at once, each rollout held `hold_s` (the policy's turns), then ended; the
+    next step follows. Step 1 meets no history (cold); steps 2.. are the steady state measured."""
+    import docker as docker_sdk
+
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet.agent import HostAgent
+    from shinken.fleet.nodes import bundle_payload
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from desktop_demos import salted_copy
+
+    root = Path(tempfile.mkdtemp(prefix=f"bench-tier-{tier}-"))
+    tid = TIER_TASKS[tier]
+    salted_copy(root, [tid], Path(__file__).resolve().parent.parent)
+    bundle = load_bundle(root / tid)
+    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=True)
+    client = docker_sdk.from_env()
+    agent.add_task(bundle_payload(bundle))
+    rows: list[dict] = []
+    costs: list[dict] = []
+    failures: list[str] = []
+    try:
+        for step in range(steps):
+            lat: list[float] = [0.0] * group
+            gens: list[str | None] = [None] * group
+            hits0 = agent.engine.stats["pool_hits"]
+
+            def one(i: int) -> None:
+                t0 = time.perf_counter()
+                for attempt in range(3):  # a golden build whose desktop did not come up (seen at load 40+) is retried
+                    a = agent.seed(f"t{step}-{i}", bundle.id, bundle.path.name, bundle.bundle_hash, tier)
+                    if "error" not in a:
+                        break
+                    failures.append(f"step {step + 1}: {a['error']}: {a['detail'][:200]}")
+                lat[i] = time.perf_counter() - t0
+                assert "error" not in a, a
+                gens[i] = a["generation"]
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(group)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            hits = agent.engine.stats["pool_hits"] - hits0
+            # A computer whose start state did not match twice starts its rollout masked (no fork).
+            forks = [agent.engine._sessions[f"t{step}-{i}"].fork for i in range(group)]
+            masked = sum(1 for f in forks if f is None)
+            cids = [f.id for f in forks if f is not None]
+            cpu_at_seed = [cgroup_cpu_s(c) for c in cids]
+            time.sleep(hold_s / 2)
+            if step == 1 or (not costs and step > 1):
+                costs = [container_costs(client, c) for c in cids]
+            time.sleep(hold_s / 2)
+            cpu_at_end = [cgroup_cpu_s(c) for c in cids]
+            for i in range(group):
+                assert gens[i] is not None
+                agent.end(f"t{step}-{i}", gens[i])
+            rows.append({"step": step + 1, "seed_s": [round(x, 2) for x in lat], "pool_hits": hits, "masked": masked,
+                         "cpu_to_ready_s": [round(c, 2) if c is not None else None for c in cpu_at_seed],
+                         "cpu_hold_s": [round(b - a, 2) if a is not None and b is not None else None
+                                        for a, b in zip(cpu_at_seed, cpu_at_end)],
+                         "warm": agent.engine.pool_targets().get(bundle.id, {}), "load1": os.getloadavg()[0]})
+            print(json.dumps({"tier": tier, **rows[-1]}), file=sys.stderr, flush=True)
+        steady = [x for r in rows[1:] for x in r["seed_s"]]
+        cold = rows[0]["seed_s"]
+        cpu = [x for r in rows for x in r["cpu_to_ready_s"] if x is not None]
+        golden = client.images.list(filters={"label": [f"shinken.task={bundle.id}", "shinken.kind=golden"]})
+        base = client.images.get(image).attrs["Size"]
+        return {"tier": tier, "task": bundle.id, "group": group, "steps": steps, "hold_s": hold_s, "slots": slots,
+                "cold_p50_s": round(pct(cold, 0.5), 2), "cold_max_s": round(max(cold), 2),
+                "steady_p50_s": round(pct(steady, 0.5), 2), "steady_p99_s": round(pct(steady, 0.99), 2),
+                "steady_seeds": len(steady), "masked_start_state": sum(r["masked"] for r in rows),
+                "steady_masked": sum(r["masked"] for r in rows[1:]), "pool_hit_share": round(sum(r["pool_hits"] for r in rows[1:]) / max(1, len(steady)), 2),
+                "cpu_per_computer_to_ready_s_p50": round(pct(cpu, 0.5), 2) if cpu else None,
+                "desktop_costs": costs,
+                "golden_layer_mib": round((golden[0].attrs["Size"] - base) / 2**20, 1) if golden else None,
+                "make_s": agent.engine.pool_targets().get(bundle.id, {}).get("make_s"), "seed_failures": failures,
+                "rows": rows}
+    finally:
+        agent.close()
+        client.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _images(args: argparse.Namespace) -> None:
+    """The images of the current sources (built once, cached by content hash), unless named."""
+    from shinken.images.build import build_image
+
+    if not args.image:
+        args.image = build_image("linux").tag
+    if "tiers" in args.stages and not args.cua_image:
+        args.cua_image = build_image("cua").tag
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--image", default="shinken/sandbox-linux:latest")
+    ap.add_argument("--stages", default="fleet,tiers", help="fleet (router, scaling, images, goldens) and/or tiers")
+    ap.add_argument("--image", default="", help="the fleet's task image (default: shinken/sandbox-linux of these sources)")
+    ap.add_argument("--cua-image", default="", help="the desktop image of the tier runs (default: shinken/sandbox-cua)")
     ap.add_argument("--calls", type=int, default=40)
-    ap.add_argument("--seeds", type=int, default=8, help="seeds per host in the rate runs")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds per host in the scaling runs")
     ap.add_argument("--per-host", type=int, default=2)
+    ap.add_argument("--tiers", default="snapshot,relaunch,reprovision")
+    ap.add_argument("--group", type=int, default=4, help="GRPO group size of the tier runs (rated load per host)")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--hold", type=float, default=40.0, help="seconds each tier-run rollout is held")
+    ap.add_argument("--out", default="", help="also write the results (JSON) here")
     args = ap.parse_args()
+    args.stages = set(args.stages.split(","))
+    _images(args)
+    out: dict = {"load_at_start": os.getloadavg(), "image": args.image, "cua_image": args.cua_image}
+    if "fleet" in args.stages:
+        out["fleet"] = fleet_stage(args)
+    if "tiers" in args.stages:
+        out["tiers"] = {}
+        for tier in args.tiers.split(","):
+            out["tiers"][tier] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
+                                            hold_s=args.hold, slots=2 * args.group)
+            print(json.dumps({k: v for k, v in out["tiers"][tier].items() if k != "rows"}), file=sys.stderr, flush=True)
+    out["load_at_end"] = os.getloadavg()
+    text = json.dumps(out, indent=2)
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text)
+
+
+CGROUP = Path("/sys/fs/cgroup/cpuacct")
+
+
+def start_host_engine(sim: SimFleet, i: int, *, fresh: bool = False) -> Engine:
+    """A private dockerd as host h<i>, accounted on its own: in a network namespace of its own with
+    its loopback up and a registry process of its own there on the fleet registry's port and
+    storage (so the engine pulls from "the registry" as a real host does), the engine (dockerd,
+    containerd, shims) in cpuacct cgroup /<cg>/engine and its containers under /<cg>
+    (--cgroup-parent). `fresh`: an empty data root (a new host), never the cache."""
+    d = sim.base / f"d{i}"
+    d.mkdir()
+    sock = f"unix://{d}/docker.sock"
+    data = d / "data" if fresh or sim.cache is None else sim.cache / f"d{i}-data"
+    cg = f"shkf-{sim.base.name}-h{i}"
+    (CGROUP / cg / "engine").mkdir(parents=True, exist_ok=True)
+    script = (f"echo $$ > {CGROUP / cg / 'engine' / 'cgroup.procs'} && ip link set lo up && "
+              f"(docker-registry serve {sim.base / 'registry.yml'} > {d / 'registry.log'} 2>&1 &) && "
+              f"exec dockerd --host {sock} --data-root {data} --exec-root {d / 'exec'} --pidfile {d / 'docker.pid'} "
+              f"--bridge none --iptables=false --ip-masq=false --storage-driver overlay2 --cgroup-parent /{cg}")
+    args = ["unshare", "--net", "--", "sh", "-c", script]
+    eng = Engine(f"h{i}", sock, args=args, log=d / "dockerd.log")
+    eng.cgroup = cg  # type: ignore[attr-defined]
+    from fleet_harness import _start
+
+    eng.proc = _start(args, d / "dockerd.log")
+    eng.wait_up()
+    sim.engines.append(eng)
+    return eng
+
+
+def host_cpu_s(eng: Engine) -> dict:
+    """CPU seconds so far of a host's engine (dockerd, containerd, shims) and of its containers."""
+    cg = CGROUP / getattr(eng, "cgroup")
+    total = int((cg / "cpuacct.usage").read_text()) / 1e9
+    engine = int((cg / "engine" / "cpuacct.usage").read_text()) / 1e9
+    return {"engine": engine, "containers": total - engine}
+
+
+def remove_cgroups(sim: SimFleet) -> None:
+    for eng in sim.engines:
+        cg = getattr(eng, "cgroup", None)
+        if cg is None:
+            continue
+        for ctl_root in Path("/sys/fs/cgroup").iterdir():
+            base = ctl_root / cg
+            if not base.is_dir():
+                continue
+            for sub in sorted(base.glob("*/"), reverse=True):
+                try:
+                    sub.rmdir()
+                except OSError:
+                    pass
+            try:
+                base.rmdir()
+            except OSError:
+                pass
+
+
+def fleet_stage(args: argparse.Namespace) -> dict:
+    from shinken.runtime import cache_root
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    out: dict = {"load_at_start": os.getloadavg()}
-    sim = SimFleet(extra=2, slots=args.per_host)
+    out: dict = {}
+    # h1, h2 on the fleet test's cached data roots (they hold the image when a test ran here before);
+    # h3 always starts empty: a new host, brought to the image by `fleet join` pulling it.
+    sim = SimFleet(extra=0, slots=args.per_host, cache=cache_root() / "fleet-test")
+    out["cached"] = sim.cache is not None
     root = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
     salt = uuid.uuid4().hex[:8]
     try:
         sim.start_registry()
-        for i in (1, 2):
-            sim.start_engine(i)
+        h1 = start_host_engine(sim, 1)
         sim.start_head()
         os.environ.update(sim.env)
         t0 = time.perf_counter()
-        r = sim.shinken("image", "push", args.image, "--registry", sim.registry, "--json")
+        r = sim.shinken("image", "push", args.image, "--registry", sim.registry, "--json", timeout=1800)
         assert r.returncode == 0, r.stderr
-        out["push_s"] = round(time.perf_counter() - t0, 1)
-        # Onto the private engines by save | load (pulls from a private dockerd with --bridge none
-        # fail at random here: tests/fleet_harness.py SimFleet.preload); join then checks the id.
-        for eng in sim.engines[1:]:
-            t0 = time.perf_counter()
-            sim.preload(eng, args.image)
-            out.setdefault("save_load_s", {})[eng.name] = round(time.perf_counter() - t0, 1)
-        tasks = make_tasks(root, 12, salt)
-        # 1 host: the router's overhead and the 1-host rate
-        sim.join(sim.engines[0], args.image)
-        out["router"] = router_overhead(sim, root, tasks[0], args.image, args.calls)
+        out["push_s"] = round(time.perf_counter() - t0, 1)  # layers the registry already held are skipped
+        tasks = make_tasks(root, 1, salt)
+        t0 = time.perf_counter()
+        doc = sim.join(h1, args.image)
+        out["join"] = {"h1": {"join_s": round(time.perf_counter() - t0, 1), "pull_s": doc["pulled_s"]}}
+        out["router"] = router_overhead(sim, h1, root, tasks[0], args.image, args.calls)
         print(json.dumps(out), file=sys.stderr, flush=True)  # each stage as it is measured
-        rates = [seed_rate(sim, root, tasks, args.image, 1, args.per_host, args.seeds)]
+        rates = [seed_rate(sim, root, args.image, 1, args.per_host, args.seeds, salt)]
         print(json.dumps(rates), file=sys.stderr, flush=True)
-        for n, eng in ((2, sim.engines[1]), (3, sim.engines[2])):
+        for n in (2, 3):
+            eng = start_host_engine(sim, n, fresh=n == 3)
             t0 = time.perf_counter()
             doc = sim.join(eng, args.image)
-            out.setdefault("join", {})[eng.name] = {"join_s": round(time.perf_counter() - t0, 1),
-                                                    "pull_s": doc["pulled_s"]}
-            rates.append(seed_rate(sim, root, tasks, args.image, n, args.per_host, args.seeds))
+            out["join"][eng.name] = {"join_s": round(time.perf_counter() - t0, 1), "pull_s": doc["pulled_s"],
+                                     "fresh_engine": n == 3}
+            print(json.dumps(out["join"]), file=sys.stderr, flush=True)
+            rates.append(seed_rate(sim, root, args.image, n, args.per_host, args.seeds, salt))
             print(json.dumps(rates[-1]), file=sys.stderr, flush=True)
         out["rates"] = rates
         out["golden"] = golden_copy_vs_rebuild(sim, root, args.image, salt)
-        out["load_at_end"] = os.getloadavg()
+        print(json.dumps(out["golden"]), file=sys.stderr, flush=True)
     finally:
         sim.stop()
+        remove_cgroups(sim)
         shutil.rmtree(root, ignore_errors=True)
-    print(json.dumps(out, indent=2))
+    return out
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def join(
     registry: Annotated[Optional[str], typer.Option("--registry", help="The fleet's registry HOST:PORT: the image id is checked against it, and pulled when missing.", envvar="SHINKEN_REGISTRY")] = None,
     image: ImageOpt = "shinken/sandbox-cua:latest",
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", min=0, help="CPUs this Ray node advertises (default: Ray's count).")] = None,
-    pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host.")] = 0,
+    pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
+    demand_pools: Annotated[bool, typer.Option("--demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md).")] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Join this machine's Docker engine to the fleet (checks Docker, the registry and the image id, then starts a Ray node and its host agent)."""
@@ -41,7 +42,7 @@ def join(
 
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
-                     reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size})
+                     reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools})
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"
@@ -66,16 +67,22 @@ def status(address: AddressOpt, json_out: JsonFlag = False) -> None:
         if "error" not in i:
             row.update({k: i[k] for k in ("slots", "used", "free", "sessions", "goldens", "image", "image_id",
                                           "load1", "seeds", "refused_full")})
+            if i.get("warm"):
+                row["warm"] = i["warm"]
         rows.append(row)
     doc = {"schema": STATUS_SCHEMA, "address": address, "hosts": rows}
     check_own("fleet_status", doc, "fleet status")
 
     def render() -> None:
-        table = Table("host", "up", "slots used/free", "sessions", "goldens", "load", "image", "problem")
+        table = Table("host", "up", "slots used/free", "sessions", "goldens", "warm ready/target", "load", "image",
+                      "problem")
         for r in rows:
+            warm = r.get("warm") or {}
             table.add_row(r["host"], "yes" if r["up"] else "NO",
                           f"{r.get('used', '-')}/{r.get('free', '-')}", str(r.get("sessions", "-")),
-                          str(len(r.get("goldens", []))), str(r.get("load1", "-")),
+                          str(len(r.get("goldens", []))),
+                          f"{sum(w.get('ready', 0) for w in warm.values())}/{sum(w.get('size', 0) for w in warm.values())}"
+                          if warm else "-", str(r.get("load1", "-")),
                           (r.get("image_id") or "-")[7:19], r["error"] or "")
         output.table(table)
         if not rows:

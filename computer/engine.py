@@ -30,6 +30,7 @@ from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
 from shinken.computer import actions
 from shinken.computer.actions import ToolOutput
+from shinken.computer.demand import DemandPolicy, DemandSizer
 from shinken.computer.profiles import Profile
 from shinken.computer.settings import DEFAULTS, ServerSettings
 from shinken.computer.tools import ToolContext, new_context
@@ -135,7 +136,9 @@ class ComputerEngine:
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None) -> None:
+                 judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None,
+                 demand: DemandPolicy | None = None, warm_budget: Callable[[], int] | None = None,
+                 desktop_mib: float = 600.0) -> None:
         self.task_root = Path(task_root)
         # What the policy sees and acts with (docs/computer.md, "Profiles"); the default is the
         # accessibility tree and shinken's element tools.
@@ -144,6 +147,12 @@ class ComputerEngine:
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
         self.accept_filesystem = accept_filesystem
         self.pool_size = int(pool_size)
+        # Demand-sized pools (computer/demand.py) instead of pool_size per golden: sized from the
+        # seeds observed, all together within warm_budget() (a fleet host: its free slots) and the
+        # memory the machine has for desktops of desktop_mib each.
+        self.demand = DemandSizer(demand) if demand is not None else None
+        self.warm_budget = warm_budget
+        self.desktop_mib = float(desktop_mib)
         self.idle_ttl_s = float(idle_ttl_s)
         self.golden_ttl_s = float(golden_ttl_s)
         self.max_goldens = max(1, int(max_goldens))
@@ -180,13 +189,18 @@ class ComputerEngine:
         self._closed = False
         self._stop = threading.Event()
         self._last_gc = 0.0
-        self.stats = {"reaped": 0, "evicted": 0, "deleted_retries": 0, "gc_reclaimed": 0}
+        self.stats = {"reaped": 0, "evicted": 0, "deleted_retries": 0, "gc_reclaimed": 0, "pool_hits": 0,
+                      "pool_misses": 0}
         interval = maintenance_interval_s
         if interval is None:
             interval = max(1.0, min(30.0, self.idle_ttl_s / 4, self.golden_ttl_s / 4))
         self.maintenance_interval_s = interval
         self._thread = threading.Thread(target=self._maintain, name="shinken-computer-maintenance", daemon=True)
         self._thread.start()
+        self._sizer: threading.Thread | None = None
+        if self.demand is not None:
+            self._sizer = threading.Thread(target=self._size_loop, name="shinken-demand-pools", daemon=True)
+            self._sizer.start()
 
     # ------------------------------------------------------------------ construction
 
@@ -321,7 +335,11 @@ class ComputerEngine:
                     return entry
             golden = self.provider.ensure_golden(bundle, self._base_image_id())
             pool, pool_tier = None, None
-            if self.pool_size > 0:
+            if self.demand is not None:  # starts empty; _size_pools grows it as seeds come
+                pool_tier = self.serving_tier(golden, tier)
+                pool = self.provider.pool(golden, 0, tier=pool_tier, bundle=bundle,
+                                          parallel=self.demand.policy.parallel, allow_empty=True)
+            elif self.pool_size > 0:
                 pool_tier = self.serving_tier(golden, tier)
                 pool = self.provider.pool(golden, self.pool_size, tier=pool_tier, bundle=bundle)
             entry = _GoldenEntry(golden=golden, bundle=bundle, last_used=time.monotonic(), refs=1, pool=pool,
@@ -431,7 +449,15 @@ class ComputerEngine:
         """A computer showing the start state at `tier` (a pooled one was checked when it was
         made); StartStateError when it does not."""
         if pooled and entry.pool is not None and entry.pool_tier is tier:
-            return entry.pool.acquire()
+            if self.demand is None:
+                return entry.pool.acquire()
+            # A demand pool: a ready computer, or one being made now (no longer than a cold start
+            # would take), else this seed makes its own.
+            ready = entry.pool.take(entry.pool.make_s or 0.0)
+            with self._lock:
+                self.stats["pool_hits" if ready is not None else "pool_misses"] += 1
+            if ready is not None:
+                return ready
         if tier is Tier.REPROVISION:
             return self.provider.provision(entry.bundle, entry.golden)
         return self.provider.fork(entry.golden, tier=tier)
@@ -459,6 +485,10 @@ class ComputerEngine:
                     self._check(sess, session, generation)
                 self._teardown(sess)
                 entry = self._acquire_golden(task_id, parse_tier(tier))
+                if self.demand is not None:
+                    with self._lock:
+                        self.demand.seen(task_id, time.monotonic())
+                    self._size_pools()  # a group arriving grows its pool now, not at the next tick
                 use = self.serving_tier(entry.golden, tier)
                 mismatch: StartStateError | None = None
                 fork: Fork | None
@@ -620,6 +650,55 @@ class ComputerEngine:
 
     # ------------------------------------------------------------------ maintenance
 
+    def _size_loop(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self._size_pools()
+            except Exception:  # noqa: BLE001 - the loop must survive anything, and say so
+                log.exception("sizing the warm pools failed")
+
+    def _memory_budget(self, ready: int) -> int:
+        """Desktops the machine's available memory still holds (1 GiB kept back), plus those ready now."""
+        try:
+            with open("/proc/meminfo", encoding="ascii") as fh:
+                avail_kib = next(int(line.split()[1]) for line in fh if line.startswith("MemAvailable:"))
+        except (OSError, StopIteration, ValueError):
+            return 1 << 30
+        return ready + max(0, int((avail_kib / 1024 - 1024) // self.desktop_mib))
+
+    def pool_targets(self) -> dict[str, dict[str, Any]]:
+        """Per task with a demand pool: its target, ready and being-made computers, rate and group size."""
+        if self.demand is None:
+            return {}
+        now = time.monotonic()
+        with self._lock:
+            pools = {t: e.pool for t, e in self._goldens.items() if e.pool is not None}
+            demand = self.demand.snapshot(now)
+        return {t: {"size": p.size, "ready": p.ready, "making": p.making,
+                    "make_s": round(p.make_s, 2) if p.make_s else None, **demand.get(t, {})}
+                for t, p in pools.items()}
+
+    def _size_pools(self) -> None:
+        """Resize every demand pool to its task's target, within the host's budget."""
+        if self.demand is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            pools = {t: e.pool for t, e in self._goldens.items() if e.pool is not None}
+            for t, e in self._goldens.items():
+                if e.refs > 0:  # live rollouts of the task: not idle, however long ago its seeds came
+                    self.demand.in_use(t, now)
+        if not pools:
+            return
+        ready = sum(p.ready + p.making for p in pools.values())
+        budget = self._memory_budget(ready)
+        if self.warm_budget is not None:
+            budget = min(budget, max(0, int(self.warm_budget())))
+        with self._lock:
+            targets = self.demand.targets({t: p.make_s for t, p in pools.items()}, now, budget)
+        for t, p in pools.items():
+            p.resize(targets.get(t, 0))
+
     def _maintain(self) -> None:
         while not self._stop.wait(self.maintenance_interval_s):
             try:
@@ -691,6 +770,8 @@ class ComputerEngine:
             sessions = list(self._sessions.values())
         self._stop.set()
         self._thread.join(timeout=60)
+        if self._sizer is not None:
+            self._sizer.join(timeout=60)
         for sess in sessions:
             with sess.lock:
                 self._teardown(sess)

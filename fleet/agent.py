@@ -42,7 +42,8 @@ class HostAgent:
 
     def __init__(self, host: str, slots: int, image: str, *, pool_size: int = 0, accept_filesystem: bool = True,
                  idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
-                 hub_image: str | None = None, engine_factory: Any = None) -> None:
+                 hub_image: str | None = None, engine_factory: Any = None, demand_pools: bool = False,
+                 desktop_mib: float = 600.0) -> None:
         from shinken.computer.engine import ComputerEngine
         from shinken.runtime import make_temp_dir
 
@@ -61,8 +62,14 @@ class HostAgent:
 
             web = web_plan(hub_image, None)
         factory = engine_factory or ComputerEngine
+        extra: dict[str, Any] = {}
+        if demand_pools:  # warm computers per task sized from its seeds, within this host's free slots
+            from shinken.computer.demand import DemandPolicy
+
+            extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": desktop_mib}
         self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
-                              idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web)
+                              idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
+                              **extra)
 
     # ------------------------------------------------------------------ state
 
@@ -70,6 +77,11 @@ class HostAgent:
         live = set(self.engine.sessions())
         self._live &= live  # reaped sessions give their slot back
         return len(self._live) + self._placing
+
+    def _free_slots(self) -> int:
+        """Slots no rollout holds: what warm computers may take (a warm one becomes a rollout's)."""
+        with self._lock:
+            return max(0, self.slots - self._used())
 
     def info(self) -> dict[str, Any]:
         """What `fleet status` and the router read: slots, sessions, goldens, load, engine health."""
@@ -90,7 +102,13 @@ class HostAgent:
                 "slots": self.slots, "used": used, "free": max(0, self.slots - used),
                 "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),
                 "image": self.engine.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
-                "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1), **self.stats}
+                "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1),
+                "warm": self._warm(), **self.stats}
+
+    def _warm(self) -> dict[str, Any]:
+        """The warm pools: per task target size, ready, being made (demand pools; {} otherwise)."""
+        targets = getattr(self.engine, "pool_targets", None)
+        return targets() if callable(targets) else {}
 
     # ------------------------------------------------------------------ tasks
 

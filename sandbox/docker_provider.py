@@ -234,15 +234,19 @@ class DockerProvider:
             raise
         return fork
 
-    def pool(self, golden: Golden, size: int, *, tier: Tier | None = None, bundle: Bundle | None = None) -> ForkPool:
-        """`size` computers kept ready, each made (and checked) at `tier` before it is handed out."""
+    def pool(self, golden: Golden, size: int, *, tier: Tier | None = None, bundle: Bundle | None = None,
+             parallel: int = 1, allow_empty: bool = False) -> ForkPool:
+        """`size` computers kept ready, each made (and checked) at `tier` before it is handed out,
+        by `parallel` refill threads; `allow_empty`: a demand-sized pool that starts (and may shrink) to 0."""
         if tier is Tier.REPROVISION:
             if bundle is None:
                 raise SessionError("a re-provision pool needs the bundle")
             setup = bundle
-            p = ForkPool(self, golden, size, make=lambda: self.provision(setup, golden, kind="pool"))
+            p = ForkPool(self, golden, size, make=lambda: self.provision(setup, golden, kind="pool"),
+                         parallel=parallel, allow_empty=allow_empty)
         else:
-            p = ForkPool(self, golden, size, make=lambda: self.fork(golden, kind="pool", tier=tier))
+            p = ForkPool(self, golden, size, make=lambda: self.fork(golden, kind="pool", tier=tier),
+                         parallel=parallel, allow_empty=allow_empty)
         with self._lock:
             self._pools.add(p)
         return p

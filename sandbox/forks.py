@@ -140,50 +140,68 @@ class DockerFork(Container):
 
 
 class ForkPool:
-    """K ready forks of one golden, refilled by a background thread, so a rollout
-    starts without waiting for create/start/desktop."""
+    """Ready forks of one golden, refilled in the background by `parallel` threads, so a rollout
+    starts without waiting for create/start/desktop. A fixed pool keeps `size`; a demand-sized
+    one (computer/demand.py) is resized as requests come and go (`resize`, down to 0)."""
 
     def __init__(self, provider: DockerProvider, golden: Golden, size: int,
-                 make: Callable[[], DockerFork] | None = None) -> None:
-        if size < 1:
+                 make: Callable[[], DockerFork] | None = None, *, parallel: int = 1, allow_empty: bool = False) -> None:
+        if size < (0 if allow_empty else 1):
             raise SessionError("pool size must be >= 1")
         self._p, self.golden, self.size = provider, golden, size
         # How a pooled computer is made (a relaunched and checked fork, a re-provision, ...).
         self._make = make or (lambda: provider.fork(golden, kind="pool"))
         self._ready: list[DockerFork] = []
+        self._making = 0  # computers being made now
         self._cv = threading.Condition()
         self._closed = False
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._refill, name=f"shinken-pool-{golden.tag}", daemon=True)
-        self._thread.start()
+        self.make_s: float | None = None  # decayed mean time to make one (what a refill costs)
+        self.made = 0
+        self._threads = [threading.Thread(target=self._refill, name=f"shinken-pool-{golden.tag}-{i}", daemon=True)
+                         for i in range(max(1, int(parallel)))]
+        for t in self._threads:
+            t.start()
 
     def _refill(self) -> None:
         failures = 0
         while True:
             with self._cv:
-                while not self._closed and len(self._ready) >= self.size:
+                while not self._closed and len(self._ready) + self._making >= self.size:
                     self._cv.wait()
                 if self._closed:
                     return
+                self._making += 1
+            t0 = time.monotonic()
             try:
                 fork = self._make()
                 failures = 0
             except BaseException as exc:  # kept and re-raised to acquire(): never silent
                 failures += 1
                 with self._cv:
+                    self._making -= 1
                     self._error = exc
                     self._cv.notify_all()
                 # A relaunch that keeps missing the golden's windows costs a whole app start per try.
                 cap = 60.0 if isinstance(exc, StartStateError) else 5.0
                 time.sleep(min(cap, 0.2 * 2 ** failures))
                 continue
+            took = time.monotonic() - t0
+            surplus = None
             with self._cv:
-                if self._closed:
-                    fork.close()
-                    return
-                self._ready.append(fork)
-                self._error = None
+                self._making -= 1
+                self.made += 1
+                self.make_s = took if self.make_s is None else 0.7 * self.make_s + 0.3 * took
+                if self._closed or len(self._ready) >= self.size:
+                    surplus = fork  # closed, or shrunk while it was being made
+                else:
+                    self._ready.append(fork)
+                    self._error = None
                 self._cv.notify_all()
+            if surplus is not None:
+                surplus.close()
+                if self._closed:
+                    return
 
     def acquire(self, timeout: float | None = 120) -> DockerFork:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -202,10 +220,41 @@ class ForkPool:
             self._cv.notify_all()
             return fork
 
+    def take(self, wait_s: float = 0.0) -> DockerFork | None:
+        """A ready fork, or None (the caller makes one itself). Waits up to `wait_s` only while
+        a computer is being made, never for one nobody is making."""
+        deadline = time.monotonic() + max(0.0, wait_s)
+        with self._cv:
+            while not self._ready:
+                left = deadline - time.monotonic()
+                if self._closed or self._making == 0 or left <= 0:
+                    return None
+                self._cv.wait(left)
+            fork = self._ready.pop(0)
+            self._cv.notify_all()
+            return fork
+
+    def resize(self, size: int) -> None:
+        """Keep `size` ready from now on: more are made in the background, a surplus is closed now."""
+        with self._cv:
+            if self._closed:
+                return
+            self.size = max(0, int(size))
+            surplus = self._ready[self.size:]
+            del self._ready[self.size:]
+            self._cv.notify_all()
+        for f in surplus:
+            f.close()
+
     @property
     def ready(self) -> int:
         with self._cv:
             return len(self._ready)
+
+    @property
+    def making(self) -> int:
+        with self._cv:
+            return self._making
 
     def close(self) -> None:
         with self._cv:
@@ -214,7 +263,8 @@ class ForkPool:
             self._closed = True
             forks, self._ready = self._ready, []
             self._cv.notify_all()
-        self._thread.join(timeout=120)
+        for t in self._threads:
+            t.join(timeout=120)
         for f in forks:
             f.close()
         self._p.forget_pool(self)

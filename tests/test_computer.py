@@ -438,3 +438,103 @@ def test_from_env_reads_knobs(task_root, sandbox_image, monkeypatch):
     monkeypatch.delenv("CUA_GYM_TASKS")
     with pytest.raises(ShinkenError, match="CUA_GYM_TASKS"):
         ComputerEngine.from_env()
+
+
+def test_demand_sizer_grows_for_groups_and_rate_and_shrinks_when_idle():
+    """The arithmetic alone (computer/demand.py): a group of N seeds wants N ready, a trickle wants
+    rate x refill time, an idle task none, and the budget goes to the busiest task first."""
+    from shinken.computer.demand import DemandPolicy, DemandSizer
+
+    s = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30, headroom=1.0))
+    for _ in range(8):  # a GRPO group of 8 at t=0
+        s.seen("grpo", 0.0)
+    assert s.want("grpo", 1.0, refill_s=3.0) == 8
+    assert s.want("grpo", 29.0, refill_s=3.0) == 8  # a long step: the group size does not fade
+    s.seen("grpo", 20.0)  # the next group's first seed: still ready for 8 ...
+    assert s.want("grpo", 21.0, refill_s=3.0) == 8
+    s.seen("grpo", 20.5)
+    s.seen("grpo", 40.0)  # ... and after a group of 2, for 2
+    assert s.want("grpo", 41.0, refill_s=3.0) == 2
+    for i in range(40):  # one seed every 0.5 s for 20 s: ~0.5/s once the rate caught up, one group of 40
+        s.seen("trickle", 100.0 + i * 0.5)
+    r = s.rate("trickle", 120.0)
+    assert 0.2 < r < 0.6, r
+    assert s.want("trickle", 120.0, refill_s=3.0) == 5  # a trickle: groups of the seeds within 2 s of a first
+    s2 = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=0.1, idle_s=30, headroom=1.0))
+    for i in range(40):
+        s2.seen("trickle", i * 0.5)
+    assert s2.want("trickle", 20.0, refill_s=10.0) == round(s2.rate("trickle", 20.0) * 10.0 + 0.5)
+    assert s.want("grpo", 71.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
+    s.seen("grpo", 80.0)  # back after the idle spell: the old group is forgotten
+    assert s.want("grpo", 81.0, refill_s=3.0) == 1
+    s.in_use("grpo", 105.0)  # its rollout still live: not idle 30 s after the seed
+    assert s.want("grpo", 125.0, refill_s=3.0) == 1
+    assert s.want("grpo", 136.0, refill_s=3.0) == 0
+    b = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30))
+    for _ in range(8):
+        b.seen("big", 0.0)
+    for _ in range(4):
+        b.seen("small", 0.5)
+    assert b.targets({"big": 3.0, "small": 3.0}, 1.0, budget=10) == {"big": 8, "small": 2}  # busiest first
+    assert b.targets({"big": 3.0, "small": 3.0}, 31.0, budget=10) == {"big": 0, "small": 0}
+
+
+def test_demand_pool_grows_for_a_burst_and_shrinks_when_idle(task_root, sandbox_image, docker_client):
+    """A burst of seeds of one task grows its pool to the group's size (within the budget), the
+    next group is served from it, and once the task is idle the pool shrinks back to nothing."""
+    from shinken.computer.demand import DemandPolicy
+
+    budget = [3]
+    policy = DemandPolicy(group_gap_s=5, idle_s=8, parallel=2)
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, keep_goldens_on_close=True,
+                         gc_interval_s=None, demand=policy, warm_budget=lambda: budget[0],
+                         desktop_mib=64)  # these computers are small: the machine's memory never binds here
+
+    def group(tag: str, n: int) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        threads = [threading.Thread(target=lambda i=i: out.append((f"{tag}{i}", eng.seed(f"{tag}{i}", "hello-file"))))
+                   for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(out) == n
+        return out
+
+    from shinken.runtime import Owner
+
+    me = f"shinken.owner={Owner.current().label()}"  # this process's: other runs fork hello-file too
+
+    def pooled() -> list[str]:
+        return [c.id for c in docker_client.containers.list(
+            filters={"label": ["shinken.kind=pool", "shinken.task=hello-file", me]})]
+
+    try:
+        first = group("d", 4)  # a group of 4, cold: the task's pool wants 4, the budget allows 3
+        deadline = time.monotonic() + 180  # generous: machines under load make forks slowly
+        while eng.pool_targets()["hello-file"]["ready"] < 3:
+            assert time.monotonic() < deadline, eng.pool_targets()
+            time.sleep(0.2)
+        assert eng.pool_targets()["hello-file"]["size"] == 3
+        for s, g in first:
+            eng.end(s, g)
+        hits = eng.stats["pool_hits"]
+        second = group("e", 3)  # the next group finds its computers ready
+        assert eng.stats["pool_hits"] - hits == 3, eng.stats
+        _exec(eng, second[0][0], second[0][1], "echo -n 'hello shinken' > hello.txt")
+        assert eng.verify(second[0][0], second[0][1]).reward == 1.0  # a pooled computer serves a rollout
+        for s, g in second:
+            eng.end(s, g)
+        budget[0] = 1  # the host's free slots shrink: so does the pool
+        deadline = time.monotonic() + 30
+        while eng.pool_targets()["hello-file"]["size"] != 1:
+            assert time.monotonic() < deadline, eng.pool_targets()
+            time.sleep(0.2)
+        budget[0] = 3
+        deadline = time.monotonic() + 120  # idle past idle_s (8 s): back to 0, its containers removed
+        while eng.pool_targets()["hello-file"]["size"] != 0 or pooled():
+            assert time.monotonic() < deadline, (eng.pool_targets(), pooled())
+            time.sleep(0.5)
+    finally:
+        eng.close()
+    assert pooled() == []

@@ -333,3 +333,58 @@ def test_leave_releases_the_host(fleet, router):
     time.sleep(3)
     assert "h2" not in _status(fleet)
     assert _shinken_containers(fleet.engine("h2")) == []
+
+
+def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
+    """A host agent with --demand-pools (in this process, on the machine's engine: no Ray needed
+    for the agent's own bookkeeping): a group of 2 seeds wants 2 warm computers, but with 3 slots
+    and 2 rollouts live only 1 slot is free, so 1 is kept; once the rollouts end, 2. Pooled
+    computers serve the next group."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet.agent import HostAgent
+    from shinken.fleet.nodes import bundle_payload
+
+    tid = f"fleet-demand-{uuid.uuid4().hex[:8]}"
+    _task(tmp_path, tid)
+    bundle = load_bundle(tmp_path / tid)
+    agent = HostAgent("demand", 3, linux_image, demand_pools=True)
+    try:
+        agent.add_task(bundle_payload(bundle))
+
+        def group(tag: str) -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+
+            def one(i: int) -> None:
+                a = agent.seed(f"{tag}{i}", tid, bundle.path.name, bundle.bundle_hash)
+                assert "generation" in a, a
+                out.append((f"{tag}{i}", a["generation"]))
+
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert len(out) == 2
+            return out
+
+        def warm_until(size: int, ready: int) -> None:
+            deadline = time.monotonic() + 60
+            while True:
+                w = agent.info()["warm"].get(tid, {})
+                if w.get("size") == size and w.get("ready") == ready:
+                    return
+                assert time.monotonic() < deadline, agent.info()["warm"]
+                time.sleep(0.3)
+
+        first = group("a")
+        warm_until(1, 1)  # 3 slots - 2 live rollouts: 1 warm computer
+        for s, g in first:
+            agent.end(s, g)
+        warm_until(2, 2)  # the group's size, now that the slots are free
+        hits = agent.engine.stats["pool_hits"]
+        second = group("b")
+        assert agent.engine.stats["pool_hits"] - hits == 2
+        for s, g in second:
+            agent.end(s, g)
+    finally:
+        agent.close()
