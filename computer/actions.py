@@ -165,17 +165,18 @@ def _to_screen(ctx: ToolContext, profile: Profile, x: int, y: int, what: str = "
 
 
 # One exec per step: the action, the settle pause, then (screenshot profiles) the capture.
-_STEP = ('fmt=$1 q=$2 size=$3 py=$4 settle=$5; shift 5; rc=0; "$@" || rc=$?; sleep "$settle"; '
-         'echo "SHINKEN-ACTION-EXIT $rc"; [ "$py" = - ] && exit 0; exec python3 -S -c "$py" "$fmt" "$q" "$size"')
+_STEP = ('fmt=$1 q=$2 size=$3 server=$4 py=$5 settle=$6; shift 6; rc=0; "$@" || rc=$?; sleep "$settle"; '
+         'echo "SHINKEN-ACTION-EXIT $rc"; [ "$py" = - ] && exit 0; '
+         'exec python3 -S -c "$py" "$fmt" "$q" "$size" "$server"')
 
 
 def _step(ctx: ToolContext, profile: Profile, argv: list[str], what: str, timeout: float = tools.GUI_TIMEOUT_S,
           settle: float = tools.SETTLE_S) -> tuple[str | None, str, Screenshot | None]:
     """(error text or None, the action's output, the screenshot after it)."""
-    size = f"{profile.size[0]}x{profile.size[1]}" if profile.size else "-"
+    fmt, quality, size, server = screen.capture_argv(profile)
     py = screen.CAPTURE_PY if profile.screenshots else "-"
-    res = tools._guest(ctx, ["bash", "-c", _STEP, "shinken-step", profile.image_format, str(profile.quality), size,
-                             py, f"{settle:.2f}", *argv],
+    res = tools._guest(ctx, ["bash", "-c", _STEP, "shinken-step", fmt, quality, size, server, py, f"{settle:.2f}",
+                             *argv],
                        timeout=timeout + screen.CAPTURE_TIMEOUT_S, max_output=screen.MAX_OUTPUT)
     if res.exit_code == 127:
         raise tools.InfraError(f"{what}: the sandbox image lacks a guest tool: {res.output[-300:]}")

@@ -365,7 +365,8 @@ def runner(ws: Path, private: Path, *, env: dict[str, str] | None = None,
     """A started runner container (`sleep infinity`) with workspace `ws` at WS_MOUNT, the uv
     cache and the per-server venvs (shared when free, else private under `private`)."""
     image = ensure_gym_image()
-    requirements = (ws / "resources_servers" / NAME / "requirements.txt").read_text()
+    server = next(d for d in venv_dirs if d.startswith("resources_servers/"))  # they all pin the same
+    requirements = (ws / server / "requirements.txt").read_text()
     venvs = acquire_venvs(venv_key(image, requirements, venv_dirs), private, venv_dirs)
     UV_CACHE.mkdir(parents=True, exist_ok=True)
     c = GymContainer(binds=[(ws, WS_MOUNT), (UV_CACHE, f"{WS_MOUNT}/cache/uv"), *venvs.binds(), *(binds or [])],

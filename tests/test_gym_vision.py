@@ -1,24 +1,32 @@
-"""Screenshot workspaces in the real NeMo Gym 0.7.0: `make-workspace --observation screenshot
---no-exec` with `--actions pixel` and with `--actions pyautogui`, each served by `gym env start`
-(the workspace's vision agent, its resources server, Gym's openai_model) and driven by a stub
-vision-language policy (tests/vision_policy.py) that checks every turn's screenshot arrived as a
-valid image in a user message and clicks the entry's pixel taken from the fork's accessibility
-tree; zenity-entry reaches reward 1.0 and the shell answers "no such tool"; `gym env validate`
-passes. `gym env test / publish` need a full_reward verifier case recorded with the profile's
-tools (the demo's recorded solution uses computer_exec, which --no-exec drops), so they run on a
-screenshot workspace that keeps the shell (pixel actions, WebP screenshots scaled to 1280x800).
+"""Screenshot workspaces in the real NeMo Gym 0.7.0, in one runner container and one `gym env
+start`: `make-workspace --observation screenshot --no-exec` with `--actions pixel` and with
+`--actions pyautogui` (JPEG), each served by the workspace's vision agent, its own resources
+server and Gym's openai_model, both driven by one stub vision-language policy
+(tests/vision_policy.py) that checks every turn's screenshot arrived as a valid image in a user
+message and clicks the entry's pixel taken from the fork's accessibility tree; zenity-entry
+reaches reward 1.0 and the shell answers "no such tool".
 
-Uses the linux sandbox image (zenity) and a probe receipt of its own (zero-reward cases, the
-recorded hello-file solution replayed), with its own shared venv cache (the vision agent
-replaces simple_agent), so it starts Gym stacks of its own."""
+Gym's gates (`gym env validate / test / publish`, and the server's own pytest) run per action
+profile in the same container. `gym env test` needs a full_reward verifier case recorded with the
+profile's tools (the demo's recorded solution uses computer_exec, which --no-exec drops), so the
+gates run on screenshot workspaces that keep the shell (pixel with WebP scaled to 1280x800,
+pyautogui with PNG scaled to 1280x800); the --no-exec ones pass `gym env validate`.
+
+The four workspaces are made separately (`--name` each) from the suite's demo probe receipt
+(gym_harness.gym_workspace: hello-file, zenity-entry and the spreadsheet on the cua image, the
+recorded hello-file solution replayed; its goldens are shared) and their environments and servers
+copied into one folder, which Gym serves as one workspace, with its own shared venv cache (the
+vision agent replaces simple_agent, and there are four resources servers)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
 
@@ -27,16 +35,25 @@ import gym_harness as gh  # noqa: E402
 import scripted_policy as sp  # noqa: E402
 import vision_policy as vp  # noqa: E402
 
-# A cold start builds the vision stack's four venvs (shared afterwards): longer than the default 900 s.
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700),
-              # Not yet seen passing end to end (issue 26 hand-over): the last run reached the policy step
-              # and failed on `required_prefix_token_ids`, which the agent now drops; remove this mark
-              # once a run passes.
-              pytest.mark.skip(reason="issue 26: the vision Gym run has not passed end to end yet")]
+# A cold start builds the vision stack's venvs (shared afterwards): longer than the default 900 s.
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 NAME = gh.NAME
-AGENT = f"{NAME}_vision_agent"
 TASKS = ("zenity-entry", "hello-file")
+# The --no-exec workspaces Gym serves (rollouts), by action profile: (name, make-workspace args, image size).
+ROLLOUT = {
+    "pixel": (NAME, ["--actions", "pixel", "--no-exec"], (1920, 1080)),
+    "pyautogui": (f"{NAME}_pyautogui", ["--actions", "pyautogui", "--no-exec", "--screenshot-format", "jpeg",
+                                       "--screenshot-quality", "70"], (1920, 1080)),
+}
+# The workspaces that keep the shell, for `gym env test / publish` (see the module doc).
+GATES = {
+    "pixel": (f"{NAME}_gates_pixel", ["--actions", "pixel", "--screenshot-format", "webp", "--screenshot-size",
+                                      "1280x800"]),
+    "pyautogui": (f"{NAME}_gates_pyautogui", ["--actions", "pyautogui", "--screenshot-size", "1280x800"]),
+}
+SERVERS = [n for n, *_ in ROLLOUT.values()] + [n for n, _ in GATES.values()]
+VENV_DIRS = (*(f"resources_servers/{n}" for n in SERVERS), *gh.VISION_VENV_DIRS[1:])
 
 
 def _ok(r: subprocess.CompletedProcess) -> str:
@@ -44,110 +61,151 @@ def _ok(r: subprocess.CompletedProcess) -> str:
     return r.stdout
 
 
-@pytest.fixture(scope="module")
-def receipt(tmp_path_factory, docker_client) -> Path:
-    """The two tasks probed on the linux image, hello-file's recorded solution replayed."""
-    tmp = tmp_path_factory.mktemp("vision-probe")
-    ids = tmp / "ids.txt"
-    ids.write_text("".join(t + "\n" for t in TASKS))
-    out = tmp / "receipt.json"
-    r = gh.shinken("probe", str(gh.DEMO), "--ids", str(ids), "--image", gh.sandbox_image("linux"), "--replay",
-                   str(gh.SOLUTIONS), "--state-fidelity", "filesystem", "--receipt", str(out), "--run-dir",
-                   str(tmp / "run"))
-    assert r.returncode == 0, r.stdout + r.stderr
-    return out
-
-
 def _make(tmp: Path, receipt: Path, name: str, args: list[str]) -> Path:
     ws = tmp / f"ws-{name}"
     r = gh.shinken("make-workspace", "--dest", str(ws), "--task-root", str(gh.DEMO), "--ids", str(receipt),
-                   "--rollouts", str(gh.SOLUTIONS), "--image", gh.sandbox_image("linux"), "--license", "Apache-2.0",
-                   "--author", "shinken tests", "--observation", "screenshot", *args, "--json")
+                   "--rollouts", str(gh.SOLUTIONS), "--image", gh.sandbox_image(), "--license", "Apache-2.0",
+                   "--author", "shinken tests", "--name", name, "--observation", "screenshot", *args, "--json")
     assert r.returncode == 0, r.stderr
     return ws
 
 
-@pytest.mark.parametrize("actions, extra, size", [
-    ("pixel", [], (1920, 1080)),
-    ("pyautogui", ["--screenshot-format", "jpeg", "--screenshot-quality", "70"], (1920, 1080)),
-])
-def test_vision_workspace_in_gym(tmp_path: Path, receipt: Path, actions: str, extra: list[str],
-                                 size: tuple[int, int]) -> None:
+def _combined(tmp: Path, receipt: Path) -> Path:
+    """The four workspaces in one folder: the first as made, the others' environments and
+    servers copied in (the vision agent is the same file in each)."""
+    made = {n: _make(tmp, receipt, n, a) for n, a in [(n, a) for n, a, _ in ROLLOUT.values()] + list(GATES.values())}
+    ws = made[NAME]
+    agent = "responses_api_agents/shinken_vision_agent/app.py"
+    for name, other in made.items():
+        if other == ws:
+            continue
+        assert (other / agent).read_bytes() == (ws / agent).read_bytes()
+        for part in ("environments", "resources_servers"):
+            shutil.copytree(other / part / name, ws / part / name)
+    return ws
+
+
+class Forks:
+    """The zenity fork of the rollout in progress, made by a process of the runner container."""
+
+    def __init__(self) -> None:
+        self.container: gh.GymContainer | None = None
+
+    def __call__(self) -> str:
+        assert self.container is not None
+        rows = []
+        for cid in gh.containers_owned_by(self.container.pids(), ("fork",)):
+            r = subprocess.run(["docker", "inspect", "-f", '{{.State.Running}} {{.Created}} '
+                                '{{index .Config.Labels "shinken.task"}}', cid], capture_output=True, text=True)
+            running, created, task = (r.stdout.split() + ["", "", ""])[:3]
+            if running == "true" and task == "zenity-entry":
+                rows.append((created, cid))
+        assert rows, "no zenity fork of this rollout"
+        return max(rows)[1]  # rollouts run one at a time; an ended one may still be going away
+
+
+@pytest.fixture(scope="module")
+def vision_gym(tmp_path_factory, gym_workspace: gh.GymWorkspace) -> Iterator[dict[str, Any]]:
+    """One runner with the combined workspace (made from the suite's demo probe receipt: the cua
+    image, its goldens shared), `gym env validate` of all four environments, then `gym env start`
+    of the two --no-exec ones with one stub policy for both."""
     t0 = time.monotonic()
-    ws = _make(tmp_path, receipt, actions, ["--actions", actions, "--no-exec", *extra])
-    zenity = [json.loads(x) for x in (ws / "resources_servers" / NAME / "data" / "train.jsonl").read_text().splitlines()
-              + (ws / "resources_servers" / NAME / "data" / "validation.jsonl").read_text().splitlines()]
-    zenity = [r for r in zenity if r["task_id"] == "zenity-entry"]
-    assert zenity and zenity[0]["agent_ref"]["name"] == AGENT
-    (ws / "results").mkdir()
-    (ws / "results" / "zenity.jsonl").write_text(json.dumps(zenity[0]) + "\n")
-
-    holder: dict[str, gh.GymContainer] = {}
-
-    def fork_of() -> str:
-        forks = [cid for cid in gh.containers_owned_by(holder["c"].pids(), ("fork",))]
-        labelled = []
-        for cid in forks:
-            r = subprocess.run(["docker", "inspect", "-f", '{{index .Config.Labels "shinken.task"}}', cid],
-                               capture_output=True, text=True)
-            if r.stdout.strip() == "zenity-entry":
-                labelled.append(cid)
-        assert len(labelled) == 1, f"expected the one zenity fork of this rollout, found {labelled}"
-        return labelled[0]
-
-    stub = vp.VisionPolicy(fork_of=fork_of, actions=actions, size=size)
-    policy = sp.PolicyServer(decide=stub).start()
+    tmp = tmp_path_factory.mktemp("vision-gym")
+    ws = _combined(tmp, gym_workspace.receipt)
+    forks = Forks()
+    stubs = {p: vp.VisionPolicy(fork_of=forks, actions=p, size=size) for p, (_, _, size) in ROLLOUT.items()}
+    policy = sp.PolicyServer(decide=vp.ByProfile(stubs)).start()
     gh.point_at_policy(ws, policy.base_url)
-    with gh.gym_session(ws, tmp_path / "venvs", policy, venv_dirs=gh.VISION_VENV_DIRS) as session:
-        c = holder["c"] = session.container
-        # Gym's gates, no services started.
-        report = json.loads(_ok(c.exec(f"gym env validate {NAME} --json")))
-        assert {d["name"]: d["rows"] for d in report["datasets"]} == {"train": 1, "validation": 1, "example": 5}
-        assert report["declared_profile"] == "custom-gym-verifier"
-        session.start(f"gym env start --environment {NAME} --config {gh.MODEL_CONFIG}")
-        r = c.exec(f"gym eval run --no-serve --agent {AGENT} --input results/zenity.jsonl "
-                   "--output results/zenity_rollouts.jsonl --limit 1 --concurrency 1", timeout=1800)
-        _ok(r)
-        rollouts = [json.loads(x) for x in (ws / "results" / "zenity_rollouts.jsonl").read_text().splitlines()]
-        assert not policy.errors, policy.errors
-        assert len(rollouts) == 1
-        x = rollouts[0]
-        assert x["reward"] == 1.0 and x["mask_sample"] is False, (x.get("failure_reason"), x.get("reward_output_tail"))
-        assert len(stub.no_such_tool) == 1 and "no such tool" in stub.no_such_tool[0], stub.no_such_tool
-        assert stub.clicked and stub.turns >= 5
-        assert all(n >= 1 for n in stub.images_per_turn) and stub.images_per_turn == sorted(stub.images_per_turn)
-        # The recorded rollout holds the screenshots as user messages, the tool texts without base64.
-        output = x["response"]["output"]
-        images = [o for o in output if o.get("type") == "message" and o.get("role") == "user"
-                  and any(p.get("type") == "input_image" for p in o.get("content") or [])]
-        names = {o.get("call_id"): o.get("name") for o in output if o.get("type") == "function_call"}
-        acted = [o for o in output if o.get("type") == "function_call_output" and names.get(o.get("call_id")) in
-                 vp.GUI_TOOLS and not str(o.get("output", "")).startswith("error")]
-        assert len(images) == 1 + len(acted)  # the seed's screen, then one after every GUI action
-        assert all("base64" not in str(o.get("output", "")) for o in output if o.get("type") == "function_call_output")
-        session.stop_servers()
-    print(f"\n{actions}: {stub.turns} turns, {len(stub.checked)} distinct screenshots checked, "
-          f"{time.monotonic() - t0:.0f}s with Gym")
+    with gh.gym_session(ws, tmp / "venvs", policy, venv_dirs=VENV_DIRS) as session:
+        c = forks.container = session.container
+        for name in SERVERS:  # Gym's gates, no services started
+            report = json.loads(_ok(c.exec(f"gym env validate {name} --json")))
+            rows = {d["name"]: d["rows"] for d in report["datasets"]}
+            assert rows["train"] + rows["validation"] == len(gh.DEMO_TASKS) and rows["example"] == 5, rows
+            assert report["declared_profile"] == "custom-gym-verifier"
+        envs = " ".join(f"--environment {n}" for n, *_ in ROLLOUT.values())
+        _, ready_s = session.start(f"gym env start {envs} --config {gh.MODEL_CONFIG}")
+        print(f"\nvision Gym session: workspaces, validate x{len(SERVERS)} and start in "
+              f"{time.monotonic() - t0:.0f}s (servers ready in {ready_s:.0f}s)")
+        yield {"ws": ws, "session": session, "container": c, "policy": policy, "stubs": stubs}
 
 
-def test_gym_gates_of_a_screenshot_workspace(tmp_path: Path, receipt: Path) -> None:
-    """validate, test (zero-reward cases and the recorded solution on real forks, through the
-    profile's engine), the server's own pytest, publish."""
+@pytest.mark.parametrize("actions", list(ROLLOUT))
+def test_vision_rollout_in_gym(vision_gym: dict[str, Any], actions: str) -> None:
     t0 = time.monotonic()
-    ws = _make(tmp_path, receipt, "gates", ["--actions", "pixel", "--screenshot-format", "webp",
-                                            "--screenshot-size", "1280x800"])
-    with gh.gym_session(ws, tmp_path / "venvs", venv_dirs=gh.VISION_VENV_DIRS) as session:
-        c = session.container
-        report = json.loads(_ok(c.exec(f"gym env validate {NAME} --json")))
-        assert report["declared_profile"] == "custom-gym-verifier"
-        cases = json.loads(_ok(c.exec(f"gym env test {NAME} --json", timeout=1800)).strip().splitlines()[-1])
-        kinds = sorted(k["kind"] for k in cases["cases"])
-        assert kinds.count("zero_reward") == 2 and kinds.count("full_reward") == 1, kinds
-        full = next(k for k in cases["cases"] if k["kind"] == "full_reward")
-        assert full["observed_rewards"] == [1.0]
-        out = _ok(c.exec(f"gym env test --resources-server {NAME}", timeout=1800))
-        assert " passed" in out and " failed" not in out
-        pub = json.loads(_ok(c.exec(f"gym env publish {NAME} --json", timeout=1800)).strip().splitlines()[-1])
-        assert pub["name"] == NAME and pub["verifier_cases"] == len(cases["cases"])
-        assert gh.forks_of(c) == []
-    print(f"\ngates of a screenshot workspace: {time.monotonic() - t0:.0f}s")
+    name = ROLLOUT[actions][0]
+    ws: Path = vision_gym["ws"]
+    c: gh.GymContainer = vision_gym["container"]
+    stub: vp.VisionPolicy = vision_gym["stubs"][actions]
+    data = ws / "resources_servers" / name / "data"
+    rows = [json.loads(x) for f in ("train.jsonl", "validation.jsonl") for x in (data / f).read_text().splitlines()]
+    zenity = [r for r in rows if r["task_id"] == "zenity-entry"]
+    assert zenity and zenity[0]["agent_ref"]["name"] == f"{name}_vision_agent"
+    (ws / "results").mkdir(exist_ok=True)
+    (ws / "results" / f"{actions}.jsonl").write_text(json.dumps(zenity[0]) + "\n")
+    r = c.exec(f"gym eval run --no-serve --agent {name}_vision_agent --input results/{actions}.jsonl "
+               f"--output results/{actions}_rollouts.jsonl --limit 1 --concurrency 1", timeout=1800)
+    _ok(r)
+    rollouts = [json.loads(x) for x in (ws / "results" / f"{actions}_rollouts.jsonl").read_text().splitlines()]
+    assert not vision_gym["policy"].errors, vision_gym["policy"].errors
+    assert len(rollouts) == 1
+    x = rollouts[0]
+    assert x["reward"] == 1.0 and x["mask_sample"] is False, (x.get("failure_reason"), x.get("reward_output_tail"))
+    assert len(stub.no_such_tool) == 1 and "no such tool" in stub.no_such_tool[0], stub.no_such_tool
+    assert stub.clicked and stub.turns >= 4
+    # Every turn carried at least the seed's screen, and no screenshot was dropped from the history.
+    assert all(n >= 1 for n in stub.images_per_turn) and stub.images_per_turn == sorted(stub.images_per_turn)
+    # The recorded rollout holds the screenshots as user messages, the tool texts without base64.
+    output = x["response"]["output"]
+    images = [o for o in output if o.get("type") == "message" and o.get("role") == "user"
+              and any(p.get("type") == "input_image" for p in o.get("content") or [])]
+    names = {o.get("call_id"): o.get("name") for o in output if o.get("type") == "function_call"}
+    acted = [o for o in output if o.get("type") == "function_call_output" and names.get(o.get("call_id")) in
+             vp.GUI_TOOLS and not str(o.get("output", "")).startswith(vp.NO_SCREEN)]
+    assert len(images) == 1 + len(acted)  # the seed's screen, then one after every GUI action
+    assert all("base64" not in str(o.get("output", "")) for o in output if o.get("type") == "function_call_output")
+    assert gh.forks_of(c) == [] or _settled(c)
+    print(f"\n{actions}: {stub.turns} turns, {len(stub.checked)} distinct screenshots checked, "
+          f"{time.monotonic() - t0:.0f}s; the recorded output, images cut:")
+    for o in output:
+        print("  " + json.dumps(_cut(o))[:300])
+
+
+def _cut(item: dict[str, Any]) -> dict[str, Any]:
+    """A rollout item with its image data URLs cut short (for the log)."""
+    keep = {k: v for k, v in item.items() if k in ("type", "role", "name", "arguments", "output", "content")}
+    if isinstance(keep.get("content"), list):
+        keep["content"] = [{**p, "image_url": str(p.get("image_url"))[:40] + "…"} if p.get("type") == "input_image"
+                           else p for p in keep["content"]]
+    return keep
+
+
+def _settled(c: gh.GymContainer, timeout: float = 30) -> bool:
+    """An ended rollout's fork is removed in the background: wait for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if gh.forks_of(c) == []:
+            return True
+        time.sleep(1)
+    return False
+
+
+@pytest.mark.parametrize("actions", list(GATES))
+def test_gym_gates_of_a_screenshot_workspace(vision_gym: dict[str, Any], actions: str) -> None:
+    """test (zero-reward cases and the recorded solution on real forks, through the profile's
+    engine), the server's own pytest, publish; validate ran for every workspace in the fixture."""
+    t0 = time.monotonic()
+    name = GATES[actions][0]
+    c: gh.GymContainer = vision_gym["container"]
+    cases = json.loads(_ok(c.exec(f"gym env test {name} --json", timeout=1800)).strip().splitlines()[-1])
+    kinds = sorted(k["kind"] for k in cases["cases"])
+    assert kinds.count("zero_reward") >= 2 and kinds.count("full_reward") == 1, kinds
+    for k in cases["cases"]:  # hello-file's recorded solution through computer_exec; untouched starts at 0
+        if k["kind"] in ("full_reward", "zero_reward"):
+            assert k["observed_rewards"] == [1.0 if k["kind"] == "full_reward" else 0.0], k
+    out = _ok(c.exec(f"gym env test --resources-server {name}", timeout=1800))
+    assert " passed" in out and " failed" not in out
+    pub = json.loads(_ok(c.exec(f"gym env publish {name} --json", timeout=1800)).strip().splitlines()[-1])
+    assert pub["name"] == name and pub["verifier_cases"] == len(cases["cases"])
+    assert _settled(c)
+    print(f"\ngates of the {actions} screenshot workspace: {time.monotonic() - t0:.0f}s")

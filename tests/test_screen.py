@@ -198,3 +198,43 @@ def test_both_with_shinken_tools_gives_tree_and_screen_of_each_step(engines) -> 
     out = eng.step("both", gen, "computer_exec", {"command": "echo hi"})
     assert out.text.startswith("exit code 0") and out.screenshot is None  # not a GUI action: no screen
     eng.end("both", gen)
+
+
+def _capture_servers(ctx) -> list[str]:
+    """Pids of the fork's capture servers (python3 processes serving the capture socket)."""
+    res = ctx.fork.exec(["bash", "-c", "grep -l -a -s -- '[.]shinken-capture-' /proc/[0-9]*/cmdline | cut -d/ -f3"],
+                        timeout=30)
+    return sorted(res.output.split())
+
+
+def test_capture_server_gives_the_one_shot_screenshot_and_restarts(engines) -> None:
+    """Captures go through a server started by the first one (Pillow imported once per fork); the
+    image is the one a process of its own takes of the same screen, and a killed server is
+    started again by the next capture."""
+    from shinken.computer import screen
+
+    profile = Profile(observation="screenshot", actions="pixel", exec=False, size=(1280, 800))
+    eng = engines(profile)
+    gen = eng.seed("srv", "zenity-entry")
+    _ready_dialog(eng, "srv", gen)
+    assert eng.step("srv", gen, "computer_click", {"x": 3, "y": 3}).text.startswith("clicked")  # no caret blinking
+    cap = lambda fn: eng.in_rollout("srv", gen, "capture", lambda ctx: fn(ctx, profile))  # noqa: E731
+    first = eng.in_rollout("srv", gen, "servers", _capture_servers)
+    assert len(first) == 1, first  # started by the seed-time or step capture, one only
+    served = [cap(screen.capture) for _ in range(3)]
+    assert eng.in_rollout("srv", gen, "servers", _capture_servers) == first  # the same server answered
+    alone = cap(screen.capture_oneshot)
+    a, b = png.decode_png(served[-1].data), png.decode_png(alone.data)
+    assert (a.width, a.height) == (b.width, b.height) == (1280, 800)
+    differ = sum(1 for ra, rb in zip(a.rows, b.rows) if ra != rb for i in range(0, len(ra), a.bpp)
+                 if ra[i:i + a.bpp] != rb[i:i + a.bpp])
+    assert differ <= 50, f"{differ} pixels differ between the served and the one-shot screenshot"
+    assert a.bbox() is not None and a.bbox() == b.bbox()  # the dialog, at the same place
+    # The server's CPU per capture is what is left after Pillow's import; the one-shot pays it every time.
+    assert min(s.cpu_ms for s in served) < alone.cpu_ms, ([s.cpu_ms for s in served], alone.cpu_ms)
+    eng.in_rollout("srv", gen, "kill", lambda ctx: ctx.fork.exec(["kill", "-9", *first], timeout=30))
+    again = cap(screen.capture)
+    assert png.png_size(again.data) == (1280, 800)
+    restarted = eng.in_rollout("srv", gen, "servers", _capture_servers)
+    assert len(restarted) == 1 and restarted != first, (first, restarted)
+    eng.end("srv", gen)

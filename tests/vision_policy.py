@@ -24,6 +24,8 @@ GUI_TOOLS = {"computer_click", "computer_double_click", "computer_right_click", 
              "computer_move", "computer_type_text", "computer_key", "computer_wait", "computer_pyautogui"}
 MIME_OK = ("image/png", "image/jpeg")
 MAX_CALLS = 24
+# Tool results that come without a screenshot: a refused call, pyautogui's DONE and FAIL.
+NO_SCREEN = ("error", "done", "recorded")
 
 
 def _image_parts(item: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,7 +89,7 @@ class VisionPolicy:
                 continue
             out = str(item.get("output", ""))
             assert "base64" not in out and len(out) < 20_000, "the tool result text carries the image"
-            if names.get(item.get("call_id")) in GUI_TOOLS and not out.startswith("error"):
+            if names.get(item.get("call_id")) in GUI_TOOLS and not out.startswith(NO_SCREEN):
                 nxt = items[k + 1] if k + 1 < len(items) else {}
                 assert len(_image_parts(nxt)) == 1, f"no screenshot message after {names.get(item.get('call_id'))}"
         self.images_per_turn.append(images)
@@ -151,3 +153,17 @@ class VisionPolicy:
         if self._last_code == "WAIT":
             return code("DONE")
         return None
+
+
+@dataclass
+class ByProfile:
+    """`decide` for one PolicyServer serving rollouts of several workspaces at once: each request
+    goes to the stub of the profile whose tools the system prompt names (computer_pyautogui or
+    the pixel tools)."""
+
+    stubs: dict[str, VisionPolicy]
+
+    def __call__(self, items: list[dict[str, Any]]) -> tuple[str, sp.Call | None]:
+        system = next((i for i in items if i.get("role") in ("system", "developer")), {})
+        text = json.dumps(system.get("content", ""))
+        return self.stubs["pyautogui" if "computer_pyautogui" in text else "pixel"](items)
