@@ -4,8 +4,9 @@ AT-SPI) are kept at a checked tier with the terminal in the first observation, e
 re-provisioned computer has its golden's host name, and start states that show an alert are
 recorded, named in the receipt, the table, the report and the dataset rows, or dropped on request.
 
-The Docker part probes a private salted copy of the terminal demos plus a task whose setup leaves
-a zenity error alert, once with default flags; its goldens are removed at the end."""
+The Docker part probes a private salted copy of the terminal, media and mail demos plus a task whose
+setup leaves a zenity error alert and a Thunderbird task whose setup writes no profile (the first-run
+Account Setup wizard), once with default flags; its goldens are removed at the end."""
 
 from __future__ import annotations
 
