@@ -4,8 +4,9 @@ AT-SPI) are kept at a checked tier with the terminal in the first observation, e
 re-provisioned computer has its golden's host name, and start states that show an alert are
 recorded, named in the receipt, the table, the report and the dataset rows, or dropped on request.
 
-The Docker part probes a private salted copy of the terminal demos plus a task whose setup leaves
-a zenity error alert, once with default flags; its goldens are removed at the end."""
+The Docker part probes a private salted copy of the terminal, media and mail demos plus a task whose
+setup leaves a zenity error alert and a Thunderbird task whose setup writes no profile (the first-run
+Account Setup wizard), once with default flags; its goldens are removed at the end."""
 
 from __future__ import annotations
 
@@ -23,10 +24,13 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 from tests.cli_runner import CliResult, run_cli  # noqa: E402
-from tests.desktop_demos import APP_DEMOS, GNOME_TERMINAL, TERMINAL_DEMOS, XTERM, salted_copy  # noqa: E402
+from tests.desktop_demos import APP_DEMOS, GNOME_TERMINAL, TERMINAL_DEMOS, THUNDERBIRD, XTERM, salted_copy  # noqa: E402
 
 ALERT_TASK = "zenity-error-alert"
 ALERT_TEXT = "audio output failed: no sound card"
+WIZARD_TASK = "thunderbird-first-run"  # its setup writes no profile: Thunderbird's Account Setup wizard
+WIZARD_TITLE = "Account Setup - Mozilla Thunderbird"
+WIZARD_TEXT = "Set Up Your Existing Email Address"
 
 
 def shinken(*args: str, timeout: float = 120) -> CliResult:
@@ -128,17 +132,42 @@ def _alert_task(root: Path) -> None:
         "import os\nok = os.path.exists('/home/user/done.txt')\nprint(f'REWARD: {1.0 if ok else 0.0}')\n")
 
 
+def _wizard_task(root: Path) -> None:
+    """The control for Thunderbird's first-run wizard: a release-shaped Thunderbird task whose setup
+    writes no profile or account (as the reported release task's did, in effect, before the image
+    opened the profile it wrote), so Thunderbird makes a new profile and shows Account Setup."""
+    d = root / WIZARD_TASK
+    d.mkdir()
+    (d / "task.json").write_text(json.dumps({
+        "id": WIZARD_TASK, "instruction": "Write the word done into /home/user/done.txt.", "app_type": "thunderbird",
+        "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py",
+                                                                  "path": "/home/user/initial_setup.py"}]}},
+                   {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
+        "evaluator": {"type": "python", "url": "./reward.py"}}))
+    (d / "initial_setup.py").write_text(
+        "import os, shlex, subprocess, time\n"
+        "def launch_gui(cmd):\n"
+        "    env = os.environ.copy(); env['DISPLAY'] = ':0'\n"
+        "    subprocess.Popen(shlex.split(cmd), env=env, start_new_session=True,\n"
+        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "launch_gui('thunderbird')\n"
+        "time.sleep(5)\n")
+    (d / "reward.py").write_text(
+        "import os\nok = os.path.exists('/home/user/done.txt')\nprint(f'REWARD: {1.0 if ok else 0.0}')\n")
+
+
 @pytest.fixture(scope="module")
 def task_root(tmp_path_factory) -> Path:
     root = salted_copy(tmp_path_factory.mktemp("apps"), [*TERMINAL_DEMOS, *APP_DEMOS], REPO)
     _alert_task(root)
+    _wizard_task(root)
     return root
 
 
 @pytest.fixture(scope="module")
 def probed(cua_image, task_root, tmp_path_factory, docker_client):
-    """`shinken probe` with default flags (K=2, --alerts flag) over the terminal, media and mail demos
-    and the alert task."""
+    """`shinken probe` with default flags (K=2, --alerts flag) over the terminal, media and mail demos,
+    the alert task and the first-run wizard control."""
     out = tmp_path_factory.mktemp("probe")
     receipt = out / "receipt.json"
     r = shinken("probe", str(task_root), "--image", cua_image, "--receipt", str(receipt), "--run-dir", str(out / "run"),
@@ -181,8 +210,10 @@ def test_media_and_mail_apps_start_clean(probed) -> None:
     by_id = {t["task_id"]: t for t in probed["tasks"]}
     for tid, (title, tier) in APP_DEMOS.items():
         line = by_id[tid]
-        assert line["outcome"] == "kept" and line["tier"] in tier.split("|"), (tid, line["reason"], line["detail"])
-        assert line["start_state"]["alerts"] == [], line["start_state"]
+        assert (line["outcome"], line["tier"]) == ("kept", tier), (tid, line["reason"], line["detail"])
+        st = line["start_state"]
+        assert st["passed_over"] == [] and st["computers"] == ["golden", tier], st
+        assert st["alerts"] == [], st
         assert any(title in w for w in line["start_state"]["windows"]), line["start_state"]["windows"]
         assert not any("Account Setup" in w or "Errors" in w for w in line["start_state"]["windows"])
 
@@ -194,23 +225,56 @@ def test_alert_in_the_start_state_is_flagged(probed) -> None:
     assert line["outcome"] == "kept", line["detail"]
     assert line["start_state"]["alerts"] == [{"app": "zenity", "title": "Errors", "text": ALERT_TEXT}], line["start_state"]
     assert f"alert zenity 'Errors': {ALERT_TEXT}" in line["detail"]
-    assert probed["summary"]["with_alerts"] == 1 and probed["summary"]["alerts"] == "flag"
+    assert probed["summary"]["with_alerts"] == 2 and probed["summary"]["alerts"] == "flag"  # and the wizard
     assert "zenity: Errors" in probed["_stdout"]  # the probe table names it
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_first_run_wizard_is_named(probed, task_root) -> None:
+    """Thunderbird's Account Setup wizard (a tab of the main window, not an alert-role dialog) is
+    recorded as a first-run wizard, with the words it shows, read through AT-SPI; --alerts flag
+    keeps the task and names it in the receipt line, the probe table and the dataset row."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.probes.final_receipt import kept_alerts
+    from shinken.workspace.rows import check_row, make_row
+
+    line = next(t for t in probed["tasks"] if t["task_id"] == WIZARD_TASK)
+    assert line["outcome"] == "kept" and line["tier"] in ("relaunch", "reprovision"), (line["reason"], line["detail"])
+    assert check_with_jsonschema("receipt_line", line) == []
+    alerts = line["start_state"]["alerts"]
+    assert [(a["app"], a["title"]) for a in alerts] == [("Thunderbird", WIZARD_TITLE)], alerts
+    assert WIZARD_TEXT in alerts[0]["text"] and "Email address" in alerts[0]["text"], alerts
+    assert f"alert Thunderbird '{WIZARD_TITLE}'" in line["detail"]
+    from rich.console import Console
+
+    from shinken.probes.display import final_table
+
+    console = Console(width=400, record=True)  # the table the probe printed, unfolded
+    console.print(final_table(probed))
+    assert f"Thunderbird: {WIZARD_TITLE}" in console.export_text()
+    named = kept_alerts(probed)[WIZARD_TASK]
+    assert named == [f"Thunderbird: {WIZARD_TITLE}"]
+    row = make_row(load_bundle(task_root / WIZARD_TASK), tier=line["tier"], alerts=named)  # as make-workspace does
+    check_row(row, where=WIZARD_TASK)
+    assert row["shinken_alerts"] == named
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 def test_alerts_drop_drops_it_from_the_golden_record(probed, task_root, cua_image, tmp_path) -> None:
     ids = tmp_path / "ids.txt"
-    ids.write_text(ALERT_TASK + "\n")
+    ids.write_text(f"{ALERT_TASK}\n{WIZARD_TASK}\n")
     r = shinken("probe", str(task_root), "--image", cua_image, "--ids", str(ids), "--alerts", "drop", "--json",
                 "--run-dir", str(tmp_path / "run"), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = json.loads(r.stdout)
-    line = doc["tasks"][0]
-    assert (line["outcome"], line["reason"]) == ("dropped", "alert"), line
-    assert line["timings"]["golden_reused"] and line["rewards"] == []  # decided from the record, no computer made
-    assert "alert zenity 'Errors'" in line["detail"] and "--alerts drop" in line["detail"]
+    by_id = {t["task_id"]: t for t in doc["tasks"]}
+    for tid, named in ((ALERT_TASK, "alert zenity 'Errors'"), (WIZARD_TASK, f"alert Thunderbird '{WIZARD_TITLE}'")):
+        line = by_id[tid]
+        assert (line["outcome"], line["reason"]) == ("dropped", "alert"), line
+        assert line["timings"]["golden_reused"] and line["rewards"] == []  # decided from the record, no computer made
+        assert named in line["detail"] and "--alerts drop" in line["detail"], line["detail"]
 
 
 @pytest.mark.docker
@@ -236,11 +300,12 @@ def test_forks_and_reprovisions_have_the_golden_host_name(probed, task_root, cua
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_first_observation_shows_the_terminal(probed, task_root, cua_image) -> None:
+def test_first_observation_shows_the_terminal_and_the_mail_folder(probed, task_root, cua_image) -> None:
     from shinken.computer.engine import ComputerEngine
 
+    demos = {**TERMINAL_DEMOS, THUNDERBIRD: ("Thunderbird", APP_DEMOS[THUNDERBIRD][0], APP_DEMOS[THUNDERBIRD][1])}
     with ComputerEngine(task_root, cua_image, idle_ttl_s=900, keep_goldens_on_close=True) as eng:
-        for tid, (app, title, tier) in TERMINAL_DEMOS.items():
+        for tid, (app, title, tier) in demos.items():
             session = f"s-{tid[:8]}"
             gen = eng.seed(session, tid, tier=tier)
             try:
