@@ -12,6 +12,7 @@ Admission is by slots: a host runs at most `slots` live rollouts; a seed past th
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shutil
@@ -177,8 +178,25 @@ class HostAgent:
             return f"{type(exc).__name__}: {exc}"[:300]
 
     def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        answer = self.step(session, generation, name, arguments)
+        answer.pop("screenshot", None)
+        return answer
+
+    def step(self, session: str, generation: str, name: str, arguments: Any) -> dict[str, Any]:
+        """One tool call (the engine's step): {"output": text, "screenshot": its fields or None}."""
+        return self._observed(lambda: self.engine.step(session, generation, name, arguments))
+
+    def first_observation(self, session: str, generation: str) -> dict[str, Any]:
+        """The screen a rollout starts from (screenshot profiles; {"output": None} otherwise)."""
+        return self._observed(lambda: self.engine.first_observation(session, generation))
+
+    def _observed(self, call: Any) -> dict[str, Any]:
         try:
-            return {"output": self.engine.tool(session, generation, name, arguments)}
+            out = call()
+            if out is None:
+                return {"output": None, "screenshot": None}
+            shot = dataclasses.asdict(out.screenshot) if out.screenshot is not None else None
+            return {"output": out.text, "screenshot": shot}
         except SessionError as exc:
             return _error("session", str(exc))
         except ShinkenError as exc:

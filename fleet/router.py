@@ -23,7 +23,9 @@ from typing import Any
 
 from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
+from shinken.computer.actions import ToolOutput
 from shinken.computer.engine import VerifyResult
+from shinken.computer.screen import Screenshot
 from shinken.errors import ShinkenError
 from shinken.fleet import cluster
 from shinken.fleet.nodes import bundle_payload, home_index
@@ -210,16 +212,32 @@ class FleetEngine:
         return token
 
     def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> str:
+        return self.step(session, generation, name, arguments).text
+
+    def step(self, session: str, generation: str, name: str, arguments: Any) -> ToolOutput:
+        """One tool call on the rollout's host (what the server's tool routes call)."""
+        out = self._observe(session, generation, "step", name, arguments)
+        assert out is not None  # a tool call always answers text
+        return out
+
+    def first_observation(self, session: str, generation: str) -> ToolOutput | None:
+        """The screen the rollout starts from (screenshot profiles), from its host; None otherwise."""
+        return self._observe(session, generation, "first_observation")
+
+    def _observe(self, session: str, generation: str, method: str, *args: Any) -> ToolOutput | None:
         host, _, gen = self._route(session, generation)
         try:
-            answer = self._call(host, "tool", session, gen, name, arguments)
+            answer = self._call(host, method, session, gen, *args)
         except InfraError:
-            return INFRA_TOOL_ANSWER
+            return ToolOutput(INFRA_TOOL_ANSWER)
         if answer.get("error") == "session":
             raise SessionError(answer.get("detail", ""))
         if answer.get("error"):
             raise ShinkenError(answer.get("detail", ""))
-        return str(answer["output"])
+        if answer.get("output") is None:
+            return None
+        shot = answer.get("screenshot")
+        return ToolOutput(str(answer["output"]), Screenshot(**shot) if shot else None)
 
     def verify(self, session: str, generation: str) -> VerifyResult:
         host, inc, gen = self._route(session, generation)

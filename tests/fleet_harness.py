@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -321,3 +322,167 @@ class SimFleet:
             if not self.base.exists():
                 break
             time.sleep(2)
+
+
+# ---------------------------------------------------------------- the fleet on Python 3.13
+
+REPO = Path(__file__).resolve().parent.parent
+PY313_CACHE = Path.home() / ".cache" / "shinken" / "fleet-py313"
+
+
+def _fleet_requirements() -> list[str]:
+    """shinken's dependencies and Ray (pyproject.toml), pinned by constraints.txt at install."""
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return [*project["dependencies"], *project["optional-dependencies"]["ray"]]
+
+
+def py313_venv(gym_image: str) -> Path:
+    """A Python 3.13 venv with shinken's dependencies and the Ray of constraints.txt, made in (and
+    only usable in) a container of the NeMo Gym runner image: the Python and Ray the resources
+    server's venv runs, which the fleet's nodes must match. Cached by the image id, the
+    constraints and the requirements; shinken itself comes from the source tree (PYTHONPATH)."""
+    import fcntl
+    import hashlib
+
+    image_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", gym_image], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    reqs = _fleet_requirements()
+    key = hashlib.sha256("\n".join(["bytecode", image_id, (REPO / "constraints.txt").read_text(), *reqs]).encode()).hexdigest()[:16]
+    venv = PY313_CACHE / key
+    PY313_CACHE.mkdir(parents=True, exist_ok=True)
+    with open(PY313_CACHE / f"{key}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / ".complete").exists():
+            return venv
+        shutil.rmtree(venv, ignore_errors=True)
+        from gym_harness import UV_CACHE
+        from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH
+
+        UV_CACHE.mkdir(parents=True, exist_ok=True)
+        script = (f"python3.13 -m venv {venv} && uv pip install -q --compile-bytecode --python {venv}/bin/python "
+                  f"-c /constraints.txt {' '.join(repr(r) for r in reqs)}")
+        r = subprocess.run(["docker", "run", "--rm", "--network", "host",
+                            "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro", "-v", f"{UV_CACHE}:/uvcache",
+                            "-v", f"{REPO / 'constraints.txt'}:/constraints.txt:ro", "-v", f"{PY313_CACHE}:{PY313_CACHE}",
+                            "-e", "UV_CACHE_DIR=/uvcache", "-e", "UV_LINK_MODE=copy", gym_image, "bash", "-c", script],
+                           capture_output=True, text=True, timeout=1800)
+        if r.returncode != 0:
+            shutil.rmtree(venv, ignore_errors=True)
+            raise RuntimeError(f"py3.13 fleet venv: {(r.stdout + r.stderr)[-3000:]}")
+        (venv / ".complete").write_text("ok\n")
+    return venv
+
+
+class FleetBox:
+    """The fleet's Ray head and host nodes on Python 3.13, as a training setup with NeMo Gym 0.7.0
+    needs them (Ray refuses a driver of another Python minor: the resources server runs in Gym's
+    3.13 venv). They run in one container of the Gym runner image (host network and pid
+    namespace, like the Gym runner), each host joined with the real `shinken fleet join` from
+    the source tree with its own DOCKER_HOST. The Ray temp dir is a host folder (`ray_dir`) that
+    every container taking part mounts at the same path: a driver (the resources server) finds
+    the raylet's sockets there, as a process on the same machine would."""
+
+    def __init__(self, gym_image: str) -> None:
+        self.gym_image = gym_image
+        self.base = Path(tempfile.mkdtemp(prefix="shkb-", dir="/tmp"))  # short: unix socket paths
+        self.ray_dir = self.base / "r"
+        self.state = self.base / "state"
+        (self.base / "src").mkdir()
+        (self.base / "src" / "shinken").symlink_to(REPO)
+        self.name = f"shinken-fleetbox-{uuid.uuid4().hex[:10]}"
+        self.address = ""
+        self.venv: Path | None = None
+
+    def start(self, extra_mounts: list[Path] | None = None) -> "FleetBox":
+        from shinken.sandbox.ownership import labels_for
+        from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH
+
+        self.venv = py313_venv(self.gym_image)
+        args = ["docker", "run", "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
+                "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro",
+                "-v", f"{self.base}:{self.base}", "-v", f"{REPO}:{REPO}:ro", "-v", f"{self.venv}:{self.venv}:ro",
+                "-e", f"PYTHONPATH={self.base / 'src'}", "-e", "RAY_AUTH_MODE=disabled",
+                "-e", f"SHINKEN_FLEET_STATE={self.state}", "-e", "PYTHONDONTWRITEBYTECODE=1",
+                "-e", "RAY_raylet_start_wait_time_s=300", "--shm-size", "256m"]
+        for m in extra_mounts or []:
+            args += ["-v", f"{m}:{m}"]
+        for k, v in labels_for("server", run=self.name).items():
+            args += ["--label", f"{k}={v}"]
+        r = subprocess.run([*args, self.gym_image, "sleep", "infinity"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"fleet box: {r.stderr}")
+        port = free_port()
+        self.exec(f"{self.venv}/bin/ray start --head --block --port={port} --node-ip-address=127.0.0.1 --num-cpus=0 "
+                  f"--disable-usage-stats --include-dashboard=false --temp-dir={self.ray_dir} {RAY_ARGS} {self.node_ports()} "
+                  f"> {self.base}/head.log 2>&1", detach=True)
+        self.address = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while "Ray runtime started" not in (text := self.log("head.log")):  # its raylet too, not just the GCS
+            if "Traceback" in text or time.monotonic() > deadline:
+                raise RuntimeError(f"the py3.13 Ray head did not start: {text}")
+            time.sleep(1)
+        return self
+
+    @staticmethod
+    def node_ports() -> str:
+        """Fixed ports for a node's agents: a raylet given none waits for its agents to write
+        theirs, at most ~15 s, which their Python start on a loaded 2-core machine exceeds."""
+        return (f"--dashboard-agent-grpc-port={free_port()} --dashboard-agent-listen-port={free_port()} "
+                f"--runtime-env-agent-port={free_port()} --metrics-export-port={free_port()}")
+
+    def log(self, name: str) -> str:
+        p = self.base / name
+        return p.read_text(errors="replace")[-3000:] if p.exists() else ""
+
+    def exec(self, command: str, *, env: dict[str, str] | None = None, detach: bool = False,
+             timeout: float = 600) -> subprocess.CompletedProcess:
+        args = ["docker", "exec", *(["-d"] if detach else [])]
+        for k, v in (env or {}).items():
+            args += ["-e", f"{k}={v}"]
+        return subprocess.run([*args, self.name, "bash", "-c", command], capture_output=True, text=True,
+                              timeout=timeout)
+
+    def shinken(self, *args: str, docker_host: str = SHARED_ENGINE, timeout: float = 600) -> subprocess.CompletedProcess:
+        import shlex
+
+        assert self.venv is not None
+        return self.exec(f"{self.venv}/bin/python -m shinken.cli.main {shlex.join(args)}",
+                         env={"DOCKER_HOST": docker_host}, timeout=timeout)
+
+    def join_all(self, hosts: dict[str, str], image: str, slots: int) -> dict[str, dict]:
+        """`shinken fleet join` of every host at once (name -> DOCKER_HOST); name -> its --json."""
+        import shlex
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(name: str, docker_host: str) -> dict:
+            ray_args = f"{RAY_ARGS} --node-ip-address=127.0.0.1 {self.node_ports()}"
+            r = self.exec(f"SHINKEN_RAY_START_ARGS={shlex.quote(ray_args)} "
+                          f"{self.venv}/bin/python -m shinken.cli.main fleet join --address {self.address} "
+                          f"--name {name} --slots {slots} --image {image} --num-cpus 2 --json",
+                          env={"DOCKER_HOST": docker_host})
+            if r.returncode != 0:
+                raise RuntimeError(f"join {name}: exit {r.returncode}: {r.stderr[-2000:]}")
+            return dict(json.loads(r.stdout))
+
+        with ThreadPoolExecutor(len(hosts)) as pool:
+            futures = {n: pool.submit(one, n, h) for n, h in hosts.items()}
+            return {n: f.result() for n, f in futures.items()}
+
+    def status(self) -> dict[str, dict]:
+        r = self.shinken("fleet", "status", "--address", self.address, "--json")
+        if r.returncode != 0:
+            raise RuntimeError(f"fleet status: {r.stderr[-2000:]}")
+        return {h["host"]: h for h in json.loads(r.stdout)["hosts"]}
+
+    def pids(self) -> set[int]:
+        r = subprocess.run(["docker", "top", self.name, "-eo", "pid"], capture_output=True, text=True)
+        return {int(x) for x in r.stdout.split()[1:] if x.isdigit()}
+
+    def stop(self) -> None:
+        """The container and every process in it (head, nodes, agents). The agents are not asked to
+        leave: on the machine's engine their goldens are the content-addressed ones every other
+        engine of this machine shares, which `fleet leave` would delete."""
+        subprocess.run(["docker", "rm", "-f", self.name], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)

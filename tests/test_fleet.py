@@ -141,8 +141,10 @@ def test_rollouts_land_on_home_host_and_a_full_home_spills(fleet, router):
     assert st["h1"]["used"] == 2 and st["h1"]["free"] == 0
     assert st[hosts[2]]["used"] >= 1 and any(tid in st[h]["goldens"] for h in ("h1",)), st
     assert tid in st[hosts[2]]["goldens"]  # the spill host built the golden from the bundle it was sent
-    out = router.tool("s-spill-2", gens[2], "computer_exec", {"command": SOLVE})
-    assert out.startswith("exit code 0"), out
+    # The calls the workspace server makes (step per tool route, first_observation after a seed)
+    assert router.first_observation("s-spill-2", gens[2]) is None  # the a11y profile sends no first screen
+    out = router.step("s-spill-2", gens[2], "computer_exec", {"command": SOLVE})
+    assert out.text.startswith("exit code 0") and out.screenshot is None, out
     res = router.verify("s-spill-2", gens[2])
     assert (res.reward, res.mask_sample) == (1.0, False), res
     for i, g in enumerate(gens):
