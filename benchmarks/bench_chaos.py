@@ -15,6 +15,7 @@ the exit status is 1 when a row breaks one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -40,8 +41,10 @@ def main() -> int:
                     "each faulted one waits out the 120 s reward timeout)")
     ap.add_argument("--engine-restarts", type=int, default=2, help="engine restarts in the `gym eval run` "
                     "engine_restart batch (a second Gym session, its forks on a private engine; 0 skips the row)")
-    ap.add_argument("--only", help="comma-separated rows to run (kill_tool,kill_verify,oom,timeout,server_sigkill,"
-                    "engine_http,engine_restart); default all")
+    ap.add_argument("--only", help="comma-separated rows to run (mixed,kill_tool,kill_verify,oom,timeout,"
+                    "server_sigkill,engine_http,engine_restart); default all")
+    ap.add_argument("--lock", type=Path, default=Path("/tmp/shinken-gym.lock"),
+                    help="held (flock) only while a Gym session runs, so making the workspace waits for nobody")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ns = ap.parse_args()
@@ -71,15 +74,36 @@ def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0
         loads.append(os.getloadavg()[0])
         print(f"{row.fault}: {row.to_json()}", file=sys.stderr, flush=True)
 
+    import fcntl
+
+    @contextlib.contextmanager
+    def gym_lock():
+        with open(ns.lock, "a+") as f:
+            t = time.monotonic()
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print(f"Gym lock taken after {time.monotonic() - t:.0f} s", file=sys.stderr, flush=True)
+            yield
+
     batches = [(f, n, k) for f, n, k in [("kill_tool", ns.rollouts, ns.faults), ("kill_verify", ns.rollouts, ns.faults),
                                          ("oom", ns.rollouts, ns.faults), ("timeout", ns.timeout_rollouts, 1)]
                if wanted(f)]
-    if batches:
+    if batches or wanted("mixed"):
         policy = sp.PolicyServer().start()
         gh.point_at_policy(ws.path, policy.base_url)
-        with gh.gym_session(ws.path, tmp / "venvs", policy) as session:
+        with gym_lock(), gh.gym_session(ws.path, tmp / "venvs", policy) as session:
             _, ready_s = session.start(ws.command("gym env start "))
             print(f"gym env start ready in {ready_s:.0f} s (load {os.getloadavg()[0]:.0f})", file=sys.stderr, flush=True)
+            if wanted("mixed"):  # the CI batch of tests/test_chaos.py, checked as the test checks it
+                import test_chaos as tc
+
+                plan = chaos.mixed_plans(tc.GROUPS, tc.PASSES, tc.SEED)
+                mixed = chaos.run_plan(session.container, ws.path, policy, task_row, plan, f"mixed-{tc.SEED}",
+                                       concurrency=3)
+                for row in mixed:
+                    row.fault = f"{row.fault} (mixed batch)"
+                    add(row)
+                print(f"mixed batch as tests/test_chaos.py checks it: {tc.check_mixed(mixed)}", file=sys.stderr,
+                      flush=True)
             for fault, n, k in batches:
                 add(chaos.run_batch(session.container, ws.path, policy, task_row, fault, n, k, ns.seed,
                                     concurrency=3 if fault == "timeout" else 2))
@@ -90,7 +114,8 @@ def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0
             row.fault += " (HTTP)"
             add(row)
     if ns.engine_restarts and wanted("engine_restart"):
-        row = engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed)
+        with gym_lock():
+            row = engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed)
         row.fault += " (gym eval run)"
         add(row)
     load1 = os.getloadavg()

@@ -45,22 +45,33 @@ def _row(ws: Path) -> dict:
 
 def test_gym_eval_run_masks_every_fault_kind(gym_env) -> None:
     plan = chaos.mixed_plans(GROUPS, PASSES, SEED)
-    rows = {r.fault: r for r in chaos.run_plan(gym_env["container"], gym_env["ws"], gym_env["policy"],
-                                               _row(gym_env["ws"]), plan, f"ci-mixed-{SEED}", concurrency=3)}
-    print("\n" + chaos.markdown(list(rows.values())))
-    for r in rows.values():
+    rows = chaos.run_plan(gym_env["container"], gym_env["ws"], gym_env["policy"], _row(gym_env["ws"]), plan,
+                          f"ci-mixed-{SEED}", concurrency=3)
+    print("\n" + chaos.markdown(rows))
+    for r in rows:
         print(f"{r.fault}: {r.to_json()}")
-    assert set(rows) == {*GROUPS, "pass"}, rows
+    assert check_mixed(rows) == "ok"
+
+
+def check_mixed(rows: list[chaos.Row]) -> str:
+    """The CI batch's invariants (benchmarks/bench_chaos.py checks its `mixed` row with this too):
+    every faulted rollout masked with its fault's Gym kind, every untouched one scored 1.0,
+    nothing scored 0 because of a fault, nothing left. "ok" or the first broken one."""
+    by = {r.fault: r for r in rows}
+    checks: list[tuple[bool, str]] = [(set(by) == {*GROUPS, "pass"}, f"rows {sorted(by)}")]
     for fault, n in GROUPS.items():
-        r = rows[fault]
-        assert (r.rollouts, r.faults_injected, r.masked_gym_kind, r.scored) == (n, n, n, 0), r
-        assert r.wrong_kind == [], r
-        want = chaos.EXPECTED[fault][0]
-        assert r.kinds == {want: n}, r
-    control = rows["pass"]
-    assert (control.rollouts, control.scored, control.masked_gym_kind) == (PASSES, PASSES, 0), control
-    for r in rows.values():
-        assert r.scored_zero_by_fault == 0 and r.failed_gym_class == 0 and r.left_after_gc == 0, r
+        r = by.get(fault)
+        if r is None:
+            continue
+        checks += [((r.rollouts, r.faults_injected, r.masked_gym_kind, r.scored) == (n, n, n, 0), f"{fault}: {r}"),
+                   (r.wrong_kind == [] and r.kinds == {chaos.EXPECTED[fault][0]: n}, f"{fault} kinds: {r}")]
+    control = by.get("pass")
+    if control is not None:
+        checks.append(((control.rollouts, control.scored, control.masked_gym_kind) == (PASSES, PASSES, 0),
+                       f"control: {control}"))
+    for r in rows:
+        checks.append((r.scored_zero_by_fault == 0 and r.failed_gym_class == 0 and r.left_after_gc == 0, f"{r}"))
+    return next((why for ok, why in checks if not ok), "ok")
 
 
 def test_resources_server_sigkill_and_restart(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
