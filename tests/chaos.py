@@ -30,7 +30,6 @@ import random
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -488,6 +487,7 @@ def engine_faults(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int =
       freed, a new rollout scores 1.0.
     Containers and networks left on the engine once the server stopped and `shinken gc` ran: 0."""
     import gym_harness as gh
+    from cli_runner import run_cli
     from private_dockerd import fill, loop_fs, private_engine
 
     image = gh.sandbox_image("linux")  # hello-file needs no desktop
@@ -536,9 +536,8 @@ def engine_faults(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int =
             server.stop()
         owners = {f"{socket.gethostname()}/{pid}" for pid in pids}
         for owner in owners:
-            r = subprocess.run([sys.executable, "-m", "shinken.cli.main", "gc", "--force", "--label",
-                                f"shinken.owner={owner}"], capture_output=True, text=True,
-                               env={**os.environ, "DOCKER_HOST": eng.host}, timeout=600)
+            r = run_cli("gc", "--force", "--label", f"shinken.owner={owner}",  # a process of its own: that engine
+                        env={**os.environ, "DOCKER_HOST": eng.host}, timeout=600)
             assert r.returncode == 0, r.stdout + r.stderr
         left = leftovers(pids, engine)
         restart.left_after_gc = disk.left_after_gc = left
