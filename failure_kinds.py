@@ -21,6 +21,7 @@ FailureStage = Literal["admission", "seed", "agent", "verification", "cleanup"]
 # The names of nemo_gym/failure_kinds.py (0.7.0) that shinken produces.
 PROVIDER_UNAVAILABLE = "provider_unavailable"
 PROVIDER_OOM_KILLED = "provider_oom_killed"
+PROVIDER_QUOTA_EXHAUSTED = "provider_quota_exhausted"
 SESSION_LOST = "session_lost"
 SESSION_EXPIRED = "session_expired"
 SESSION_RELEASE_FAILED = "session_release_failed"
@@ -49,6 +50,10 @@ GYM_FAILURE_KINDS: frozenset[str] = frozenset({
 REASONS: dict[str, str] = {
     # the engine failed under the rollout (daemon gone, API error, hub unreachable)
     "infra": PROVIDER_UNAVAILABLE,
+    # the computer's disk (the engine's data root) was full when the reward read an unsolved task
+    "disk_full": PROVIDER_QUOTA_EXHAUSTED,
+    # the mock web hub holding the rollout's state died, stopped or restarted under it
+    "hub_lost": PROVIDER_UNAVAILABLE,
     # the rollout's container is gone (killed, removed, stopped) or its session was closed
     "fork_lost": SESSION_LOST,
     # the rollout's computer did not show the golden's desktop (docs/tiers.md)

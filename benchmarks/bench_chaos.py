@@ -4,6 +4,9 @@ seeded random points (tests/chaos.py), plus the resources server killed with SIG
 again. Prints the matrix (docs/reliability.md) and the machine's load.
 
     .venv/bin/python benchmarks/bench_chaos.py [--rollouts 12] [--faults 4] [--timeout-rollouts 3] [--seed 21]
+        [--only kill_tool,kill_verify,oom,timeout,server_sigkill,engine_http,engine_restart]
+
+Run it under the Gym lock (`flock /tmp/shinken-gym.lock ...`): it starts NeMo Gym.
 
 A row's invariants: rollouts scored 0 because of a fault = 0, containers and networks left = 0;
 the exit status is 1 when a row breaks one.
@@ -12,6 +15,7 @@ the exit status is 1 when a row breaks one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -35,8 +39,12 @@ def main() -> int:
     ap.add_argument("--faults", type=int, default=4, help="faulted rollouts per batch")
     ap.add_argument("--timeout-rollouts", type=int, default=3, help="rollouts of the reward-timeout batch (1 faulted; "
                     "each faulted one waits out the 120 s reward timeout)")
-    ap.add_argument("--engine-restarts", type=int, default=2, help="engine restarts in the engine_restart batch "
-                    "(its forks on a private engine; 0 skips the row)")
+    ap.add_argument("--engine-restarts", type=int, default=2, help="engine restarts in the `gym eval run` "
+                    "engine_restart batch (a second Gym session, its forks on a private engine; 0 skips the row)")
+    ap.add_argument("--only", help="comma-separated rows to run (mixed,kill_tool,kill_verify,oom,timeout,"
+                    "server_sigkill,engine_http,engine_restart); default all")
+    ap.add_argument("--lock", type=Path, default=Path("/tmp/shinken-gym.lock"),
+                    help="held (flock) only while a Gym session runs, so making the workspace waits for nobody")
     ap.add_argument("--seed", type=int, default=21)
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ns = ap.parse_args()
@@ -50,29 +58,73 @@ def main() -> int:
 
 
 def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0: float) -> int:
+    only = set(ns.only.split(",")) if ns.only else None
+
+    def wanted(name: str) -> bool:
+        return only is None or name in only
+
     ws = gh.make_demo_workspace(tmp)
     task_row = next(json.loads(x) for x in (ws.server / "data" / "example.jsonl").read_text().splitlines()
                     if x.strip() and json.loads(x)["task_id"] == TASK)
-    policy = sp.PolicyServer().start()
-    gh.point_at_policy(ws.path, policy.base_url)
     rows: list[chaos.Row] = []
-    batches = [("kill_tool", ns.rollouts, ns.faults), ("kill_verify", ns.rollouts, ns.faults),
-               ("oom", ns.rollouts, ns.faults), ("timeout", ns.timeout_rollouts, 1)]
-    with gh.gym_session(ws.path, tmp / "venvs", policy) as session:
-        session.start(ws.command("gym env start "))
-        for fault, n, k in batches:
-            row = chaos.run_batch(session.container, ws.path, policy, task_row, fault, n, k, ns.seed)
-            rows.append(row)
-            print(f"{fault}: {row.to_json()}", file=sys.stderr)
-    rows.append(chaos.server_sigkill(ws, tmp / "sigkill", task_row, in_flight=max(2, ns.faults)))
-    if ns.engine_restarts:
-        rows.append(engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed))
-        print(f"engine_restart: {rows[-1].to_json()}", file=sys.stderr)
+    loads: list[float] = [load0[0]]
+
+    def add(row: chaos.Row) -> None:
+        rows.append(row)
+        loads.append(os.getloadavg()[0])
+        print(f"{row.fault}: {row.to_json()}", file=sys.stderr, flush=True)
+
+    import fcntl
+
+    @contextlib.contextmanager
+    def gym_lock():
+        with open(ns.lock, "a+") as f:
+            t = time.monotonic()
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print(f"Gym lock taken after {time.monotonic() - t:.0f} s", file=sys.stderr, flush=True)
+            yield
+
+    batches = [(f, n, k) for f, n, k in [("kill_tool", ns.rollouts, ns.faults), ("kill_verify", ns.rollouts, ns.faults),
+                                         ("oom", ns.rollouts, ns.faults), ("timeout", ns.timeout_rollouts, 1)]
+               if wanted(f)]
+    if batches or wanted("mixed"):
+        policy = sp.PolicyServer().start()
+        gh.point_at_policy(ws.path, policy.base_url)
+        with gym_lock(), gh.gym_session(ws.path, tmp / "venvs", policy) as session:
+            _, ready_s = session.start(ws.command("gym env start "))
+            print(f"gym env start ready in {ready_s:.0f} s (load {os.getloadavg()[0]:.0f})", file=sys.stderr, flush=True)
+            if wanted("mixed"):  # the CI batch of tests/test_chaos.py, checked as the test checks it
+                import test_chaos as tc
+
+                plan = chaos.mixed_plans(tc.GROUPS, tc.PASSES, tc.SEED)
+                mixed = chaos.run_plan(session.container, ws.path, policy, task_row, plan, f"mixed-{tc.SEED}",
+                                       concurrency=3)
+                for row in mixed:
+                    row.fault = f"{row.fault} (mixed batch)"
+                    add(row)
+                print(f"mixed batch as tests/test_chaos.py checks it: {tc.check_mixed(mixed)}", file=sys.stderr,
+                      flush=True)
+            for fault, n, k in batches:
+                add(chaos.run_batch(session.container, ws.path, policy, task_row, fault, n, k, ns.seed,
+                                    concurrency=3 if fault == "timeout" else 2))
+    if wanted("server_sigkill"):
+        add(chaos.server_sigkill(ws, tmp / "sigkill", task_row, in_flight=max(2, ns.faults)))
+    if wanted("engine_http"):
+        for row in chaos.engine_faults(ws, tmp / "engine", task_row, in_flight=max(2, ns.faults)):
+            row.fault += " (HTTP)"
+            add(row)
+    if ns.engine_restarts and wanted("engine_restart"):
+        with gym_lock():
+            row = engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed)
+        row.fault += " (gym eval run)"
+        add(row)
     load1 = os.getloadavg()
     print(chaos.markdown(rows))
-    print(f"\nload average (1/5/15 min) at start {load0[0]:.1f}/{load0[1]:.1f}/{load0[2]:.1f}, at end "
-          f"{load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f}; {os.cpu_count()} cores; {time.monotonic() - t0:.0f} s "
-          "in all (workspace made, Gym started)")
+    print(f"\nload average (1 min) at start {load0[0]:.1f}, after each row {', '.join(f'{x:.0f}' for x in loads[1:])}; "
+          f"at end {load1[0]:.1f}/{load1[1]:.1f}/{load1[2]:.1f} (1/5/15 min); {os.cpu_count()} cores; "
+          f"{time.monotonic() - t0:.0f} s in all (workspace made, Gym started)")
+    for r in rows:
+        print(f"{r.fault}: {r.seconds} s; injections: {r.injections}; wrong kinds: {r.wrong_kind}")
     if ns.json:
         ns.json.write_text(json.dumps([r.to_json() for r in rows], indent=1))
     bad = [r.fault for r in rows if r.scored_zero_by_fault or r.left_after_gc or r.wrong_kind]

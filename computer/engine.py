@@ -38,8 +38,8 @@ from shinken.errors import ShinkenError
 from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
 from shinken.failure_kinds import kind_of, reason
-from shinken.sandbox.api import (Fork, ForkLost, ForkPool, Golden, InfraError, Provider, SessionError, SetupError,
-                                 StartStateError)
+from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, InfraError, Provider,
+                                 SessionError, SetupError, StartStateError)
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
 
@@ -124,7 +124,12 @@ class _PendingDelete:
 
 
 def _infra_code(exc: BaseException) -> str:
-    """fork_lost when the rollout's own container (or its session) is gone, else infra."""
+    """fork_lost when the rollout's own container (or its session) is gone, disk_full and
+    hub_lost for those, else infra."""
+    if isinstance(exc, DiskFull):
+        return "disk_full"
+    if isinstance(exc, HubLost):
+        return "hub_lost"
     return "fork_lost" if isinstance(exc, (ForkLost, SessionError)) else "infra"
 
 

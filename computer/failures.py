@@ -24,12 +24,15 @@ from shinken.errors import EnvironmentProblem, InternalError, ShinkenError, Work
 from shinken.failure_kinds import (
     BAD_TASK,
     INTERNAL_ERROR,
+    PROVIDER_QUOTA_EXHAUSTED,
     PROVIDER_UNAVAILABLE,
     SESSION_LOST,
 )
 from shinken.sandbox.api import (
+    DiskFull,
     EngineUnreachable,
     ForkLost,
+    HubLost,
     ImageMissing,
     InfraError,
     SandboxError,
@@ -66,6 +69,8 @@ ANSWERS: dict[type[BaseException], Answer] = {
     ImageMissing: INFRA,
     EnvironmentProblem: INFRA,
     ForkLost: LOST,
+    DiskFull: Answer(503, "infra_error", PROVIDER_QUOTA_EXHAUSTED),
+    HubLost: INFRA,
     # the computer made for the rollout does not show the golden's desktop (docs/tiers.md)
     StartStateError: INFRA,
     # the task: unknown id, defective bundle, a setup step that fails, a bad row
@@ -82,6 +87,16 @@ ANSWERS: dict[type[BaseException], Answer] = {
     docker.errors.DockerException: INFRA,
 }
 
+# Classes of packages this one cannot import (computer/ and provider/ share a layer), by their
+# qualified name. NeMo Gym's sandbox-provider path raises these to Gym's sandbox layer, not to
+# this server; they are ShinkenErrors, so without an entry they would answer 422 bad_task, yet
+# their causes mix engine errors, a failed pull, a lost container and bad requests: never
+# evidence against the task on their own.
+ANSWERS_BY_NAME: dict[str, Answer] = {
+    "shinken.provider.sandboxes.CreateFailed": INFRA,
+    "shinken.provider.sandboxes.NotReady": INFRA,
+}
+
 # Exception classes shinken defines that never leave their module (or are turned into one of
 # the classes above before they reach an engine call), with where they are caught.
 NOT_RAISED_TO_SERVER: dict[str, str] = {
@@ -95,9 +110,6 @@ NOT_RAISED_TO_SERVER: dict[str, str] = {
     # `shinken hub build` only: the server runs a hub image that was built already
     "shinken.mockweb.build.AppBuildFailed": "hub build only: one app left out of the hub image",
     "shinken.mockweb.build.NothingBuilt": "hub build only: no hub image was made",
-    # NeMo Gym's sandbox-provider path (shinken/provider): Gym's own errors carry these, not this server
-    "shinken.provider.sandboxes.CreateFailed": "the sandbox provider's: raised to Gym's sandbox layer",
-    "shinken.provider.sandboxes.NotReady": "the sandbox provider's: raised to Gym's sandbox layer",
     "shinken.provider.config.ConfigProblem": "the sandbox provider's config check",
 }
 
@@ -106,7 +118,11 @@ def answer_for(exc: BaseException) -> Answer:
     """The answer for an exception: its class's entry, else its nearest base's; an exception
     shinken did not classify (a bug) is a 500, never a task error."""
     for cls in type(exc).__mro__:
-        found = ANSWERS.get(cls)
+        found = ANSWERS.get(cls) or ANSWERS_BY_NAME.get(qualified_name(cls))
         if found is not None:
             return found
     return BUG
+
+
+def qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -152,6 +152,19 @@ def stop_hub(client: Any, cid: str) -> None:
         raise InfraError(f"removing hub container {cid[:12]}: {exc}") from None
 
 
+def started_at(client: Any, cid: str) -> str | None:
+    """When the hub container last started ("" while it is stopped), None when it is gone."""
+    import docker.errors
+
+    try:
+        state = client.api.inspect_container(cid).get("State") or {}
+    except docker.errors.NotFound:
+        return None
+    except docker.errors.APIError as exc:
+        raise InfraError(f"hub {cid[:12]}: {exc.explanation or exc}") from None
+    return str(state.get("StartedAt") or "") if state.get("Running") else ""
+
+
 def hub_exec(client: Any, cid: str, argv: list[str], *, user: str = "hub", timeout: float = 60) -> tuple[int, str]:
     """Run a management command in the hub container; (exit code, output). As `hub`, the
     owner of every app's files: the container holds no capabilities, so root could not."""

@@ -51,6 +51,7 @@ class WebSession:
         self.hub: hubs.HubContainer | None = None
         self.network: str | None = None
         self.started_hub = False
+        self._hub_started: str | None = None  # the hub's StartedAt when this session took it
         self._lock = threading.Lock()
         self._closed = False
         if self.manifest is not None:
@@ -71,6 +72,7 @@ class WebSession:
                                           network=self.network, labels_extra=self.labels)
                 self.started_hub = True
             hubs.write_owner_lease(self.client, self.hub.id, self.owner, self.run_id)
+            self._hub_started = hubs.started_at(self.client, self.hub.id)
         except BaseException:
             self.close()
             raise
@@ -157,6 +159,21 @@ class WebSession:
         from inside the fork; the apps reset (the vandal probe's damage to a web task's state)."""
         summary = self._guest(box, ["reset", "--record", RECORD_PATH, "--sid", sid], "resetting the fork's hub state")
         return [str(a) for a in summary.get("apps") or []]
+
+    def lost(self) -> str | None:
+        """Why the hub forks got their state from is no longer that hub: removed, stopped, or
+        started again (its state of the forks' sids is gone then); None while it runs, or
+        when the mocks run elsewhere (--mock-urls: not ours to watch)."""
+        if self.hub is None:
+            return None
+        now = hubs.started_at(self.client, self.hub.id)
+        if now is None:
+            return f"(container {self.hub.id[:12]}) is gone"
+        if not now:
+            return f"(container {self.hub.id[:12]}) is not running"
+        if self._hub_started and now != self._hub_started:
+            return f"(container {self.hub.id[:12]}) was restarted at {now}"
+        return None
 
     def release(self, sid: str, *, keep_uploads: bool = False) -> None:
         """Remove a sid's state (never raises: a sid left behind is gc's to reclaim)."""

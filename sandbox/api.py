@@ -68,6 +68,16 @@ class ForkLost(InfraError):
     as a whole): the rollout's session is lost; the engine itself may be fine."""
 
 
+class DiskFull(InfraError):
+    """The computer's file system (on the engine's data root) has no room left: a write the
+    policy or the reward made may have failed for the machine's reason, not the policy's."""
+
+
+class HubLost(InfraError):
+    """The mock web hub that holds the rollout's state is gone, stopped or restarted: what the
+    reward reads from it is no longer what the policy did."""
+
+
 class SetupError(SandboxError):
     """A bundle setup step failed. Evidence against the task (or the image)."""
 

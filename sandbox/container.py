@@ -22,7 +22,7 @@ import docker.errors
 
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.sandbox import guest, steps
-from shinken.sandbox.api import ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.api import DiskFull, ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
 from shinken.sandbox.docker_stream import open_exec_stream, read_frames
 
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
@@ -32,7 +32,9 @@ KILL_WAIT_S = 10.0  # how long a fallback kill of a failed run's processes is wa
 
 
 def infra(what: str, exc: BaseException) -> InfraError:
-    return InfraError(f"{what}: {type(exc).__name__}: {exc}")
+    """The engine failed `what`; DiskFull when it says its disk is full (ENOSPC on the data root)."""
+    text = f"{what}: {type(exc).__name__}: {exc}"
+    return DiskFull(text) if "no space left on device" in text.lower() else InfraError(text)
 
 
 def lost(what: str, exc: BaseException) -> ForkLost:

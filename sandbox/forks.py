@@ -16,7 +16,8 @@ import docker.errors
 
 from shinken.bundles.model import Bundle
 from shinken.sandbox import guest, judge_placement
-from shinken.sandbox.api import Golden, InfraError, RewardResult, SessionError, SetupError, StartStateError, tail
+from shinken.sandbox.api import (DiskFull, Golden, HubLost, InfraError, RewardResult, SessionError, SetupError,
+                                 StartStateError, tail)
 from shinken.sandbox.container import Container, UserIds, infra, remove_container
 from shinken.needs.reward import classify_reward_run
 from shinken.tiers import Tier
@@ -24,6 +25,8 @@ from shinken.tiers import Tier
 if TYPE_CHECKING:
     from shinken.sandbox.docker_provider import DockerProvider
 
+# Less room than this on the computer's disk (for an unprivileged writer) is a full disk.
+DISK_FULL_KIB = 1024
 REPLAY_SLEEP_CAP_S = 2.0  # a config `sleep` replayed after `open` on every fork is capped
 
 # Post-fork replay only has launch/open/sleep steps, which read no bundle files.
@@ -84,10 +87,34 @@ class DockerFork(Container):
                 relay.revoke(token)
         reward, error, deviation = classify_reward_run(res.output, res.exit_code, timed_out=res.timed_out,
                                                        limit_hit=res.limit_hit)
+        if error is not None or reward is None or reward < 1.0:
+            self.check_machine()  # an unsolved reading may be the machine's doing: then it raises
         out = res.output
         if res.limit_hit:
             out += f"\n[shinken: container limits hit: oom_kills={res.oom_kills} pids_limit={res.pids_limit_hits}]"
         return RewardResult(reward, error, deviation, res.exit_code, tail(out), time.monotonic() - t1)
+
+    def check_machine(self) -> None:
+        """Raise when the machine, not the policy, may have made the reward read the task as
+        unsolved: the mock web hub holding this fork's state is gone or restarted (HubLost), or
+        the fork's disk is full (DiskFull: the policy's writes may have failed with ENOSPC).
+        Run only after a reward below full marks, so a solved rollout pays nothing for it."""
+        web = self._provider.web
+        if web is not None and self.web_sid is not None:
+            why = web.lost()
+            if why:
+                raise HubLost(f"the mock web hub holding this rollout's state {why}")
+        free = self.free_kib()
+        if free is not None and free < DISK_FULL_KIB:
+            raise DiskFull(f"the computer's disk is full ({free} KiB free for the user's writes): "
+                           "free space on the Docker engine's data root")
+
+    def free_kib(self) -> int | None:
+        """The least room (KiB, as an unprivileged writer sees it) on the file systems a task
+        writes to: /, /tmp and the user's home (overlay reports the engine's data root)."""
+        res = self.exec(["df", "-Pk", "/", "/tmp", guest.HOME], timeout=30, user="root")
+        free = [int(f[3]) for f in (ln.split() for ln in res.output.splitlines()[1:]) if len(f) >= 6 and f[3].isdigit()]
+        return min(free) if free else None
 
     def _put_reward(self, data: bytes, extra: dict[str, bytes] | None = None) -> None:
         buf = io.BytesIO()

@@ -38,6 +38,11 @@ class WebHooks(Protocol):
         """Reset a fork's sid in every app the golden recorded state in; the apps reset."""
         ...
 
+    def lost(self) -> str | None:
+        """Why the hub forks got their state from is no longer that hub (gone, stopped,
+        restarted), or None while it runs."""
+        ...
+
     def release(self, sid: str, *, keep_uploads: bool = False) -> None:
         """Remove a sid's state (never raises)."""
         ...

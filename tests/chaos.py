@@ -25,8 +25,10 @@ conversation, so the row's counts come from the rollout files Gym wrote.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -56,6 +58,7 @@ EXPECTED = {
     "oom": ("provider_oom_killed", "reward_resource_limit"),
     "timeout": ("verifier_error", "reward_timeout"),
     "engine_restart": ("session_lost", "fork_lost"),
+    "disk_full": ("provider_quota_exhausted", "disk_full"),
 }
 
 
@@ -63,6 +66,14 @@ def plans(fault: str, rollouts: int, faults: int, seed: int) -> list[str]:
     """`faults` of the batch's rollouts get the fault, at seeded random positions."""
     plan = [fault] * faults + ["pass"] * (rollouts - faults)
     random.Random(f"{seed}:{fault}").shuffle(plan)
+    return plan
+
+
+def mixed_plans(groups: dict[str, int], passes: int, seed: int) -> list[str]:
+    """One batch, one fault kind per rollout group: `groups[fault]` rollouts get that fault and
+    `passes` run the task untouched (the control), in a seeded random order."""
+    plan = [f for f, n in groups.items() for _ in range(n)] + ["pass"] * passes
+    random.Random(f"{seed}:mixed").shuffle(plan)
     return plan
 
 
@@ -149,6 +160,9 @@ class ChaosPolicy:
             time.sleep(0.2)
         inj.detail = "reward.py never ran"
 
+    def plan_names(self) -> set[str]:
+        return {p for plan in self.plan.values() for p in plan}
+
     def wait(self, timeout: float = 180) -> None:
         for t in self._threads:
             t.join(timeout)
@@ -201,22 +215,36 @@ class Row:
         return asdict(self)
 
 
-def read_batch(out: Path, fault: str, policy: ChaosPolicy) -> Row:
-    """The row of one batch, from the rollout files Gym wrote (`out` and its _failures sidecar)."""
-    row = Row(fault, faults_injected=sum(i.ok for i in policy.injections))
+def read_batch(out: Path, fault: str | None, policy: ChaosPolicy) -> list[Row]:
+    """The rows of one batch, from the rollout files Gym wrote (`out` and its _failures sidecar).
+    `fault` set: one row for the whole batch (its unfaulted rollouts included: a fault may hit them
+    from beside, as an engine restart does). `fault` None (a mixed batch, one fault kind per rollout
+    group): one row per plan, `pass` the control group."""
+    rows: dict[str, Row] = {}
+
+    def row_of(plan: str) -> Row:
+        name = fault or plan
+        if name not in rows:
+            rows[name] = Row(name, faults_injected=sum(i.ok for i in policy.injections if i.fault == name))
+        return rows[name]
+
+    for plan in dict.fromkeys(sorted(policy.plan_names())):
+        row_of(plan)
     lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()] if out.exists() else []
     side = out.with_name(out.stem + "_failures.jsonl")
     failed = [json.loads(x) for x in side.read_text().splitlines() if x.strip()] if side.exists() else []
-    kinds: Counter = Counter()
+    kinds: dict[str, Counter] = {}
     for doc in lines:
+        plan = plan_of(doc["response"]["output"])
+        row = row_of(plan)
         row.rollouts += 1
-        faulted = plan_of(doc["response"]["output"]) != "pass"
+        faulted = plan != "pass"
         if doc.get("mask_sample"):
             kind = str(doc.get("failure_kind") or "")
-            kinds[kind] += 1
+            kinds.setdefault(row.fault, Counter())[kind] += 1
             if is_gym_kind(kind):
                 row.masked_gym_kind += 1
-            want = EXPECTED.get(fault)
+            want = EXPECTED.get(plan)
             code = str(doc.get("failure_reason") or "").split(":", 1)[0]
             if faulted and want is not None and (kind, code) != want:
                 row.wrong_kind.append(f"{kind} / {code}")
@@ -227,20 +255,21 @@ def read_batch(out: Path, fault: str, policy: ChaosPolicy) -> Row:
             if faulted or float(doc.get("reward") or 0.0) < 1.0:
                 row.scored_zero_by_fault += 1
     for doc in failed:
+        # Gym recorded an attempt without a rollout: its conversation is not there to name a plan.
+        row = row_of(fault or "unattributed")
         row.rollouts += 1
         cls = str(doc.get("_ng_failure_class") or "")
-        kinds[cls] += 1
+        kinds.setdefault(row.fault, Counter())[cls] += 1
         if cls in GYM_FAILURE_KINDS:
             row.failed_gym_class += 1
-    row.kinds = dict(kinds)
-    return row
+    for name, counter in kinds.items():
+        rows[name].kinds = dict(counter)
+    return list(rows.values())
 
 
 def leftovers(pids: set[int], engine: tuple[str, ...] = ()) -> int:
     """Fork and pool containers, and shinken networks, owned by these (server) pids: what a
     batch left behind (`engine`: ("-H", socket) for an engine other than the shared one)."""
-    import socket
-
     host = socket.gethostname()
 
     def owned(what: str, *filters: str) -> int:
@@ -259,32 +288,46 @@ def leftovers(pids: set[int], engine: tuple[str, ...] = ()) -> int:
 def run_batch(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any], fault: str, rollouts: int,
               faults: int, seed: int, concurrency: int = 2, engine: tuple[str, ...] = (),
               restart: Callable[[], None] | None = None) -> Row:
-    """One batch through `gym eval run` in runner `c` (its servers started), `server` the policy
-    the workspace points at; the row read back from the rollout files."""
+    """One batch of one fault kind (see run_plan); its one row."""
+    (row,) = run_plan(c, ws, server, task_row, plans(fault, rollouts, faults, seed), f"{fault}-{rollouts}-{seed}",
+                      fault=fault, concurrency=concurrency, engine=engine, restart=restart)
+    return row
+
+
+def run_plan(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any], plan: list[str], name: str, *,
+             fault: str | None = None, concurrency: int = 2, engine: tuple[str, ...] = (),
+             restart: Callable[[], None] | None = None) -> list[Row]:
+    """One `gym eval run` batch (`len(plan)` rollouts, the i-th rollout handed out getting plan[i])
+    in runner `c` (its servers started), `server` the policy the workspace points at; the rows
+    read back from the rollout files (read_batch: one row when `fault` is set, else one per plan).
+    Every row's leftovers are those of the whole batch."""
     import gym_harness as gh
 
     task = task_row["task_id"]
-    rel = f"results/chaos/{fault}-{rollouts}-{seed}"
+    rel = f"results/chaos/{name}"
     (ws / rel).mkdir(parents=True, exist_ok=True)
     for old in (ws / rel).glob("rollouts*"):
         old.unlink()
     (ws / rel / "inputs.jsonl").write_text(json.dumps(task_row) + "\n")
-    policy = ChaosPolicy({task: plans(fault, rollouts, faults, seed)}, engine=engine, restart=restart)
+    policy = ChaosPolicy({task: list(plan)}, engine=engine, restart=restart)
     server.decide = policy
     t0 = time.monotonic()
     try:
         r = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {rel}/inputs.jsonl --output "
-                   f"{rel}/rollouts.jsonl --num-repeats {rollouts} --concurrency {concurrency}", timeout=3600)
+                   f"{rel}/rollouts.jsonl --num-repeats {len(plan)} --concurrency {concurrency}", timeout=3600)
     finally:
         server.decide = sp.next_call
         policy.wait()
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     assert not server.errors, server.errors
-    row = read_batch(ws / rel / "rollouts.jsonl", fault, policy)
-    row.seconds = round(time.monotonic() - t0, 1)
-    row.left_after_gc = leftovers(c.pids(), engine)
-    row.injections = [f"{i.ok}: {i.detail}" for i in policy.injections]
-    return row
+    assert dict(policy.handed) == {task: len(plan)}, policy.handed  # every planned rollout ran
+    rows = read_batch(ws / rel / "rollouts.jsonl", fault, policy)
+    left = leftovers(c.pids(), engine)
+    for row in rows:
+        row.seconds = round(time.monotonic() - t0, 1)
+        row.left_after_gc = left
+        row.injections = [f"{i.ok}: {i.detail}" for i in policy.injections if fault or i.fault == row.fault]
+    return rows
 
 
 MARKDOWN_HEAD = ("| fault | rollouts | faults injected | masked (Gym kind) | failed attempts (Gym class) | scored by the "
@@ -343,7 +386,6 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
             live.append((cookies, r.text.split()[-1]))
         owner = docker("inspect", "-f", '{{index .Config.Labels "shinken.owner"}}', live[0][1]).stdout.strip()
         assert owner, "the fork names its owner"
-        import os
         import signal
 
         os.kill(_server_pid(first), signal.SIGKILL)  # no cleanup at all
@@ -386,3 +428,118 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
         first.stop()
     row.seconds = round(time.monotonic() - t0, 1)
     return row
+
+
+# ---------------------------------------------------------------- the engine restarted, the disk full
+
+SOLVE = "printf 'hello shinken' > /home/user/hello.txt"
+
+
+def _seed_one(port: int, task_row: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """A hello-file rollout one tool call in: (its cookies, its fork's container id)."""
+    import gym_harness as gh
+
+    seed = gh.post(port, "/seed_session", task_row)
+    assert seed.status == 200, seed.text
+    cookies = dict(seed.cookies)
+    r = gh.post(port, "/computer_exec", {"command": CONTAINER_ID}, cookies)
+    assert r.status == 200, r.text
+    cookies.update(r.cookies)
+    return cookies, r.text.split()[-1]
+
+
+def _finish(row: Row, port: int, task_row: dict[str, Any], cookies: dict[str, str], faulted: bool,
+            kinds: Counter) -> dict[str, Any]:
+    """The policy's solution, then /verify, counted into `row`; the verify answer."""
+    import gym_harness as gh
+
+    r = gh.post(port, "/computer_exec", {"command": SOLVE}, cookies)
+    assert r.status in (200, 409), r.text
+    cookies.update(r.cookies)
+    v = gh.post(port, "/verify", {**task_row, "response": _empty_response()}, cookies)
+    assert v.status in (200, 409), v.text
+    doc = v.json()
+    row.rollouts += 1
+    if v.status == 409 or doc.get("mask_sample"):
+        kind = str(doc.get("failure_kind") or "")
+        kinds[kind] += 1
+        row.masked_gym_kind += is_gym_kind(kind)
+        want = EXPECTED.get(row.fault)
+        code = str(doc.get("failure_reason") or doc.get("error") or "").split(":", 1)[0]
+        if faulted and want is not None and (kind, code) != want:
+            row.wrong_kind.append(f"{kind} / {code}")
+    else:
+        row.scored += 1
+        if faulted or float(doc.get("reward") or 0.0) < 1.0:
+            row.scored_zero_by_fault += 1
+    return doc
+
+
+def engine_faults(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int = 2,
+                  disk_mib: int = 4096) -> list[Row]:
+    """The generated server (alone in a runner container, driven over HTTP as Gym's agent drives
+    it) forking on a private engine whose data root is a small loop-mounted file system:
+    - engine_restart: `in_flight` rollouts one tool call in, the engine stopped and started again;
+      their solution and verify must come back masked (session_lost), a new rollout scores 1.0;
+    - disk_full: a rollout one tool call in, the file system filled to its last block, then the
+      solution (its write fails: ENOSPC) and verify: masked (provider_quota_exhausted), never a
+      0.0; a seed on the full disk answers 503 or a masked rollout, never a task error; the disk
+      freed, a new rollout scores 1.0.
+    Containers and networks left on the engine once the server stopped and `shinken gc` ran: 0."""
+    import gym_harness as gh
+    from cli_runner import run_cli
+    from private_dockerd import fill, loop_fs, private_engine
+
+    image = gh.sandbox_image("linux")  # hello-file needs no desktop
+    t0 = time.monotonic()
+    restart, disk = Row("engine_restart"), Row("disk_full")
+    with loop_fs(tmp / "disk.img", disk_mib) as mnt, \
+            private_engine("i21d", "shinken-i21-disk", (image,), data_root=mnt / "docker") as eng:
+        port = gh.free_port()
+        server = gh.resources_server(tmp / "srv", ws, port, binds=[(eng.base, "/engine")],
+                                     env={"DOCKER_HOST": "unix:///engine/d.sock", "SHINKEN_IMAGE": image})
+        engine = ("-H", eng.host)
+        try:
+            # -- the engine restarted under rollouts in flight
+            kinds: Counter = Counter()
+            live = [_seed_one(port, task_row) for _ in range(in_flight)]
+            t1 = time.monotonic()
+            eng.stop()
+            eng.start()
+            restart.faults_injected = 1
+            restart.injections = [f"True: engine restarted in {time.monotonic() - t1:.1f} s"]
+            for cookies, _ in live:
+                _finish(restart, port, task_row, cookies, True, kinds)
+            _finish(restart, port, task_row, _seed_one(port, task_row)[0], False, kinds)
+            restart.kinds = dict(kinds)
+            # -- the disk full
+            kinds = Counter()
+            cookies, _ = _seed_one(port, task_row)
+            filler = fill(mnt)
+            disk.faults_injected = 1
+            disk.injections = [f"True: {mnt} filled, {os.statvfs(mnt).f_bfree} blocks free"]
+            _finish(disk, port, task_row, cookies, True, kinds)
+            seed = gh.post(port, "/seed_session", task_row)  # a seed on the full disk
+            if seed.status == 200:
+                _finish(disk, port, task_row, {**seed.cookies}, True, kinds)
+            else:
+                doc = seed.json()
+                assert seed.status == 503 and doc["error"] == "infra_error", seed.text  # never bad_task
+                kinds[f"{doc.get('failure_kind')} (seed: 503 infra_error)"] += 1
+                disk.masked_gym_kind += is_gym_kind(str(doc.get("failure_kind") or ""))
+                disk.rollouts += 1
+            filler.unlink()
+            _finish(disk, port, task_row, _seed_one(port, task_row)[0], False, kinds)
+            disk.kinds = dict(kinds)
+        finally:
+            pids = server.pids()
+            server.stop()
+        owners = {f"{socket.gethostname()}/{pid}" for pid in pids}
+        for owner in owners:
+            r = run_cli("gc", "--force", "--label", f"shinken.owner={owner}",  # a process of its own: that engine
+                        env={**os.environ, "DOCKER_HOST": eng.host}, timeout=600)
+            assert r.returncode == 0, r.stdout + r.stderr
+        left = leftovers(pids, engine)
+        restart.left_after_gc = disk.left_after_gc = left
+    restart.seconds = disk.seconds = round(time.monotonic() - t0, 1)
+    return [restart, disk]

@@ -97,10 +97,19 @@ class GymContainer:
     workdir: str | None = None
     name: str = field(default_factory=lambda: f"shinken-gymtest-{uuid.uuid4().hex[:10]}")
     image: str = ""
+    # CPU weight (docker's cpu-shares; every container has 1024 by default). Gym starts Ray in
+    # here, and Ray's raylet gives its Python dashboard agent a fixed 15 s to write its port
+    # file (ray/util/port_persistence.h, not configurable in the Ray that Gym 0.7.0 pins), then
+    # aborts ("Timed out waiting for file .../metrics_agent_port_..."). At load 25-70 on 2 cores,
+    # mostly other containers (desktops, builds), the agent's imports took longer: `gym env start`
+    # failed twice in a row. A heavier weight gives the Gym stack its share under contention
+    # only; an idle machine is unaffected.
+    cpu_shares: int = 8192
 
     def start(self, command: str = "exec sleep infinity") -> "GymContainer":
         self.image = self.image or ensure_gym_image()
         args = ["docker", "run", "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
+                "--cpu-shares", str(self.cpu_shares),
                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
                 "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro"]
         for k, v in labels_for("server", run=self.name).items():

@@ -88,3 +88,66 @@ def private_engine(tag: str, namespace: str, images: tuple[str, ...] = (),
         shutil.rmtree(base, ignore_errors=True)
     # The shared engine's default bridge must survive a private engine's start and stop.
     assert Path("/sys/class/net/docker0").exists() == bridge_before
+
+
+@contextlib.contextmanager
+def loop_fs(image: Path, size_mib: int) -> Iterator[Path]:
+    """A small ext4 file system in a sparse file, loop-mounted beside it (`<image>.mnt`): a disk
+    a test may fill to the last block. No blocks reserved for root (overlayfs writes a container's
+    files with the engine's root credentials, so root's reserve would let them through) and no
+    delayed allocation (a full disk answers ENOSPC at the write, not at a later flush).
+    Unmounted and removed afterwards."""
+    mnt = image.with_name(image.name + ".mnt")
+    with open(image, "wb") as f:
+        f.truncate(size_mib << 20)
+    r = subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", str(image)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-o", "loop,nodelalloc", str(image), str(mnt)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    try:
+        yield mnt
+    finally:
+        for _ in range(20):
+            if subprocess.run(["umount", str(mnt)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        shutil.rmtree(mnt, ignore_errors=True)
+        image.unlink(missing_ok=True)
+
+
+def fill(folder: Path) -> Path:
+    """Fill the file system of `folder` to its last block, as root (ext4's blocks reserved for
+    root included): a file `filler` there; remove it to free the disk again."""
+    import errno
+
+    filler = folder / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        # Allocate in chunks, halving a chunk that finds no room (the extent tree needs blocks too),
+        # then write the last blocks one by one until the file system says ENOSPC.
+        off, chunk = 0, 256 << 20
+        while chunk >= 1 << 16:
+            try:
+                os.posix_fallocate(fd, off, chunk)
+                off += chunk
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                chunk //= 2
+        os.lseek(fd, off, os.SEEK_SET)
+        block = b"\0" * 4096
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                break
+        try:
+            os.fsync(fd)
+        except OSError:  # the last delayed blocks found no room: the disk is full all the same
+            pass
+    finally:
+        os.close(fd)
+    return filler

@@ -1,14 +1,16 @@
 """The chaos matrix, CI size: rollouts of the demo workspace through the real NeMo Gym 0.7.0
 (`gym eval run` in the suite's one Gym session, the scripted policy as the model) while faults are
-injected one kind per batch at seeded random points (tests/chaos.py). A faulted rollout must be
-masked with Gym's failure kind, never scored; nothing may be left behind.
+injected at seeded random points (tests/chaos.py). A faulted rollout must be masked with Gym's
+failure kind, never scored; nothing may be left behind.
+
+CI runs the `gym eval run` faults as ONE batch in the suite's shared Gym session (gym_env), one
+fault kind per rollout group: the fork killed between tool calls and while reward.py runs, the
+reward out of memory and past its timeout, plus untouched rollouts that must all score 1.0.
+benchmarks/bench_chaos.py runs bigger batches, one fault kind each.
 
 The resources-server SIGKILL row runs the generated server on its own (Gym's server class in the
 runner image, driven over HTTP with cookies as Gym's agent drives it): `gym env start` stops all
-its servers when one dies, so that row cannot share the suite's Gym session.
-benchmarks/bench_chaos.py runs the `gym eval run` batches (fork killed between tool calls or during
-verify, reward OOM and timeout, engine restart); they are not in CI until they have passed here
-(docs/reliability.md says which rows are measured)."""
+its servers when one dies, so that row cannot share the suite's Gym session."""
 
 from __future__ import annotations
 
@@ -25,6 +27,11 @@ import gym_harness as gh  # noqa: E402
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TASK = "hello-file"  # no desktop: a rollout takes seconds, so a batch measures the faults, not the task
+# One rollout per fault kind, two untouched: the timeout rollout holds one slot for the reward's
+# 120 s while the others run in the remaining slots.
+GROUPS = {"kill_tool": 1, "kill_verify": 1, "oom": 1, "timeout": 1}
+PASSES = 2
+SEED = 21
 
 
 def _row(ws: Path) -> dict:
@@ -36,8 +43,59 @@ def _row(ws: Path) -> dict:
     raise LookupError(TASK)
 
 
+@pytest.mark.skip(reason="not run through Gym yet: the shared Gym lock never came free in the session that wrote it "
+                  "(docs/reliability.md); unskip once `flock /tmp/shinken-gym.lock .venv/bin/python -m pytest -s "
+                  "tests/test_chaos.py -k masks_every` passes")
+def test_gym_eval_run_masks_every_fault_kind(gym_env) -> None:
+    plan = chaos.mixed_plans(GROUPS, PASSES, SEED)
+    rows = chaos.run_plan(gym_env["container"], gym_env["ws"], gym_env["policy"], _row(gym_env["ws"]), plan,
+                          f"ci-mixed-{SEED}", concurrency=3)
+    print("\n" + chaos.markdown(rows))
+    for r in rows:
+        print(f"{r.fault}: {r.to_json()}")
+    assert check_mixed(rows) == "ok"
+
+
+def check_mixed(rows: list[chaos.Row]) -> str:
+    """The CI batch's invariants (benchmarks/bench_chaos.py checks its `mixed` row with this too):
+    every faulted rollout masked with its fault's Gym kind, every untouched one scored 1.0,
+    nothing scored 0 because of a fault, nothing left. "ok" or the first broken one."""
+    by = {r.fault: r for r in rows}
+    checks: list[tuple[bool, str]] = [(set(by) == {*GROUPS, "pass"}, f"rows {sorted(by)}")]
+    for fault, n in GROUPS.items():
+        r = by.get(fault)
+        if r is None:
+            continue
+        checks += [((r.rollouts, r.faults_injected, r.masked_gym_kind, r.scored) == (n, n, n, 0), f"{fault}: {r}"),
+                   (r.wrong_kind == [] and r.kinds == {chaos.EXPECTED[fault][0]: n}, f"{fault} kinds: {r}")]
+    control = by.get("pass")
+    if control is not None:
+        checks.append(((control.rollouts, control.scored, control.masked_gym_kind) == (PASSES, PASSES, 0),
+                       f"control: {control}"))
+    for r in rows:
+        checks.append((r.scored_zero_by_fault == 0 and r.failed_gym_class == 0 and r.left_after_gc == 0, f"{r}"))
+    return next((why for ok, why in checks if not ok), "ok")
+
+
 def test_resources_server_sigkill_and_restart(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
     row = chaos.server_sigkill(gym_workspace, tmp_path, _row(gym_workspace.path))
     print(f"\nserver_sigkill: {row.to_json()}")
     assert (row.rollouts, row.faults_injected, row.masked_gym_kind, row.scored) == (3, 1, 2, 1), row
     assert row.scored_zero_by_fault == 0 and row.left_after_gc == 0, row
+
+
+def test_engine_restart_and_full_disk_are_masked(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
+    rows = {r.fault: r for r in chaos.engine_faults(gym_workspace, tmp_path, _row(gym_workspace.path))}
+    print("\n" + chaos.markdown(list(rows.values())))
+    for r in rows.values():
+        print(f"{r.fault}: {r.to_json()}")
+    restart, disk = rows["engine_restart"], rows["disk_full"]
+    # two rollouts in flight across the restart (masked, session_lost), one after it (scored 1.0)
+    assert (restart.rollouts, restart.faults_injected, restart.masked_gym_kind, restart.scored) == (3, 1, 2, 1), restart
+    assert restart.kinds == {"session_lost": 2}, restart
+    # one rollout whose write hit the full disk (masked, provider_quota_exhausted), one seeded on the
+    # full disk (503 infra_error or masked), one after the disk was freed (scored 1.0)
+    assert (disk.rollouts, disk.faults_injected, disk.masked_gym_kind, disk.scored) == (3, 1, 2, 1), disk
+    assert disk.kinds.get("provider_quota_exhausted", 0) >= 1, disk
+    for r in rows.values():
+        assert r.wrong_kind == [] and r.scored_zero_by_fault == 0 and r.left_after_gc == 0, r

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shinken.computer.failures import ANSWERS, BUG, INFRA, NOT_RAISED_TO_SERVER, answer_for
+from shinken.computer.failures import ANSWERS, ANSWERS_BY_NAME, BUG, INFRA, NOT_RAISED_TO_SERVER, answer_for
 from shinken.errors import EnvironmentProblem, InternalError, ShinkenError, WorkFailed
 from shinken.failure_kinds import GYM_FAILURE_KINDS, REASONS, gym_kind, is_gym_kind, kind_of
 from shinken.sandbox.api import (EngineUnreachable, ForkLost, ImageMissing, InfraError, SandboxError, SessionError,
@@ -62,14 +62,16 @@ def test_every_exception_class_shinken_defines_has_an_answer() -> None:
     # the walk saw the classes it must see (a broken walk would pass vacuously)
     assert {"shinken.errors.ShinkenError", "shinken.sandbox.api.InfraError", "shinken.sandbox.api.ForkLost",
             "shinken.computer.tools.ToolArgError"} <= set(classes)
-    missing = sorted(n for n, c in classes.items() if c not in ANSWERS and n not in NOT_RAISED_TO_SERVER)
+    missing = sorted(n for n, c in classes.items()
+                     if c not in ANSWERS and n not in ANSWERS_BY_NAME and n not in NOT_RAISED_TO_SERVER)
     assert not missing, (f"exception classes with no entry in shinken/computer/failures.py: {missing}; add each "
                          "to ANSWERS (what the server answers) or NOT_RAISED_TO_SERVER (why it never gets there)")
-    stale = sorted(set(NOT_RAISED_TO_SERVER) - set(classes))
+    stale = sorted((set(NOT_RAISED_TO_SERVER) | set(ANSWERS_BY_NAME)) - set(classes))
     assert not stale, f"NOT_RAISED_TO_SERVER names classes that no longer exist: {stale}"
     # a ShinkenError subclass always has its own entry: its answer is decided, not inherited
     unlisted = sorted(n for n, c in classes.items()
-                      if issubclass(c, ShinkenError) and c not in ANSWERS and n not in NOT_RAISED_TO_SERVER)
+                      if issubclass(c, ShinkenError) and c not in ANSWERS and n not in ANSWERS_BY_NAME
+                      and n not in NOT_RAISED_TO_SERVER)
     assert not unlisted, unlisted
 
 
@@ -93,6 +95,21 @@ def test_only_task_errors_answer_bad_task() -> None:
         assert answer_for(exc) == BUG and not answer_for(exc).task_error, exc
 
 
+def test_no_class_answers_a_task_error_unless_it_is_one() -> None:
+    """Every exception class shinken defines, with the answer it would really get (its own entry
+    or its nearest base's, NOT_RAISED_TO_SERVER classes included, should one ever reach the
+    server): only the task's own errors answer 422 bad_task. This caught the sandbox provider's
+    CreateFailed and NotReady (ShinkenErrors raised for engine errors, failed pulls, lost
+    containers and start states not reproduced), which would have answered bad_task."""
+    task_errors = {"shinken.errors.ShinkenError", "shinken.sandbox.api.SetupError"}
+    got = {n: answer_for(c.__new__(c)) for n, c in _shinken_exception_classes().items()}
+    assert {n for n, a in got.items() if a.task_error} == task_errors, got
+    for name in ("shinken.provider.sandboxes.CreateFailed", "shinken.provider.sandboxes.NotReady",
+                 "shinken.sandbox.api.DiskFull", "shinken.sandbox.api.HubLost"):
+        assert (got[name].status, got[name].error) == (503, "infra_error"), name
+    assert got["shinken.sandbox.api.DiskFull"].failure_kind == "provider_quota_exhausted"
+
+
 def test_a_new_subclass_gets_its_nearest_base_answer_never_an_earlier_entry() -> None:
     class NewOutage(InfraError):
         pass
@@ -113,7 +130,7 @@ def test_docker_sdk_errors_are_outages() -> None:
 
 
 def test_every_failure_kind_shinken_writes_is_gyms() -> None:
-    kinds = {a.failure_kind for a in ANSWERS.values()} | {BUG.failure_kind} | set(REASONS.values())
+    kinds = {a.failure_kind for a in [*ANSWERS.values(), *ANSWERS_BY_NAME.values()]} | {BUG.failure_kind} | set(REASONS.values())
     assert all(is_gym_kind(k) for k in kinds), kinds
     # registered names where Gym has one; namespaced only for a bad task and a bug
     assert {k for k in kinds if k not in GYM_FAILURE_KINDS} == {"shinken:bad_task", "shinken:internal_error"}

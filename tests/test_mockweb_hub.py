@@ -464,3 +464,20 @@ def test_gc_reclaims_what_a_killed_run_left_in_a_shared_hub(web_run, hub_image: 
         hubs.stop_hub(client, shared.id)
         for n in client.api.networks(filters={"label": f"shinken.run={leak_run}"}):
             client.api.remove_network(n["Id"])
+
+
+# Last in the module: it kills the run's hub (the fixture's teardown removes what is left).
+def test_a_hub_killed_before_verify_is_the_machines_failure_never_a_score(web_run) -> None:
+    """The chaos row `hub_killed` below the Gym layer: the task solved in a fork, then the hub
+    holding the fork's state killed; the reward cannot read what the policy did, so run_reward
+    raises HubLost (the server masks it as provider_unavailable / hub_lost), never a 0.0."""
+    from shinken.sandbox.api import HubLost
+
+    p, g, bundle, web, client = web_run["provider"], web_run["golden"], web_run["bundle"], web_run["web"], web_run["client"]
+    with p.fork(g) as f:
+        _mutate(f, "[m.update(starred=True) for m in st['messages'] if m['id'] == 'm1']")  # solved
+        assert web.lost() is None
+        client.api.kill(web.hub.id)
+        assert "not running" in (web.lost() or "")
+        with pytest.raises(HubLost, match="hub holding this rollout's state"):
+            f.run_reward(bundle)
