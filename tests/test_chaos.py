@@ -15,6 +15,7 @@ its servers when one dies, so that row cannot share the suite's Gym session."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -43,9 +44,8 @@ def _row(ws: Path) -> dict:
     raise LookupError(TASK)
 
 
-@pytest.mark.skip(reason="not run through Gym yet: the shared Gym lock never came free in the session that wrote it "
-                  "(docs/reliability.md); unskip once `flock /tmp/shinken-gym.lock .venv/bin/python -m pytest -s "
-                  "tests/test_chaos.py -k masks_every` passes")
+@pytest.mark.skipif(os.environ.get("SHINKEN_GYM_CHAOS") != "1",
+                    reason="opt-in (SHINKEN_GYM_CHAOS=1) until it has passed through Gym once (docs/reliability.md)")
 def test_gym_eval_run_masks_every_fault_kind(gym_env) -> None:
     plan = chaos.mixed_plans(GROUPS, PASSES, SEED)
     rows = chaos.run_plan(gym_env["container"], gym_env["ws"], gym_env["policy"], _row(gym_env["ws"]), plan,
