@@ -1,7 +1,8 @@
 """The `shinken` NeMo Gym sandbox provider under load, measured in one run on the real engine.
 
 --part ladder (host side, shinken's provider engine: provider/sandboxes.SandboxHost, the calls
-  the Gym adapter makes on its thread pool): N concurrent rollouts at 1x-4x the host's slots
+  the Gym adapter makes on its thread pool; one provider per --ladder-pools size, side by side at
+  each level, a pool refilled untimed between levels): N concurrent rollouts at 1x-4x the host's slots
   (slots = CPU cores). Each rollout takes a fork of a demo task's golden (seed), then replays
   the recorded rollout's steps (the computer_exec commands of a passing rollout of the task
   in tests/data/gym_rollouts/run1, recorded by `gym eval run`) with a think time before each, then closes. Run twice per level, sandboxes paused while
@@ -86,6 +87,7 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
     cpu: list[float] = []
     errors: list[str] = []
     done = [0]
+    hits = [0]  # creates served from the warm pool (pool_size > 0)
     live: set[str] = set()
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
@@ -107,6 +109,7 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
                 box = host.create(req)
                 with lock:
                     seeds.append(time.perf_counter() - t0)
+                    hits[0] += 1 if box.timings.get("pooled") else 0
                     live.add(box.id)
                 for cmd in steps:
                     if pause:
@@ -149,7 +152,8 @@ def ladder_level(host: Any, task: Any, steps: list[str], n: int, seconds: float,
     sampling.set()
     wall = time.monotonic() - t_start
     return {
-        "concurrent": n, "paused_while_thinking": pause, "wall_s": round(wall, 1), "rollouts": done[0],
+        "concurrent": n, "paused_while_thinking": pause, "pool_size": host.config.pool_size,
+        "seeds": len(seeds), "pool_hits": hits[0], "wall_s": round(wall, 1), "rollouts": done[0],
         "rollouts_per_hour": round(done[0] * 3600 / wall, 1),
         "seed_p50_s": round(pct(seeds, 0.5), 3) if seeds else None,
         "seed_p99_s": round(pct(seeds, 0.99), 3) if seeds else None,
@@ -172,27 +176,42 @@ def run_ladder(args: argparse.Namespace) -> dict[str, Any]:
 
     image = build_image(args.image).tag
     run = f"bench-provider-{os.getpid()}"
-    host = SandboxHost(ProviderConfig.parse({"image": image, "run_id": run, "max_workers": 64}))
-    task = TaskOptions.parse({"task_id": args.task, "task_root": str(DEMO)}, host.config)
+    # One provider per pool size (pool_size is provider config), as a Gym server keeps one.
+    hosts = {k: SandboxHost(ProviderConfig.parse({"image": image, "run_id": run, "max_workers": 64, "pool_size": k}))
+             for k in args.ladder_pools}
+    task = TaskOptions.parse({"task_id": args.task, "task_root": str(DEMO)}, ProviderConfig.parse({}))
     steps = recorded_steps(args.task)
-    # the golden is built once, outside the timed levels
-    warm = host.create(Request(image=None, task=task, ttl_s=600, ready_timeout_s=60, workdir=None, env={}, files={},
-                               cpus=None, memory_mib=None, disk_gib=None, ports=()))
-    host.close(warm)
+    warm_req = Request(image=None, task=task, ttl_s=900, ready_timeout_s=60, workdir=None, env={}, files={},
+                       cpus=None, memory_mib=None, disk_gib=None, ports=())
+    for host in hosts.values():  # the golden is built once, outside the timed levels; pools are made
+        for attempt in range(3):  # a desktop that failed to come up under load is tried again
+            try:
+                host.close(host.create(warm_req))
+                break
+            except Exception as exc:  # noqa: BLE001
+                print(f"warm-up create failed ({exc}); again", flush=True)
+                if attempt == 2:
+                    raise
     slots = os.cpu_count() or 1
     rows = []
     try:
         for mult in args.levels:
             n = slots * mult
-            for pause in (False, True):  # side by side at each level
-                row = ladder_level(host, task, steps, n, args.seconds, args.think_s, pause, seed=mult)
-                row["x_slots"] = mult
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            for k, host in hosts.items():
+                for pause in (False, True):  # side by side at each level
+                    deadline = time.monotonic() + 300
+                    while host.pooled() < k and time.monotonic() < deadline:  # full again, untimed
+                        time.sleep(0.2)
+                    row = ladder_level(host, task, steps, n, args.seconds, args.think_s, pause, seed=mult)
+                    row["x_slots"] = mult
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     finally:
-        left = host.client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
-        for c in left:
-            host.client.api.remove_container(c["Id"], force=True)
+        for host in hosts.values():
+            host.shutdown()
+        api = next(iter(hosts.values())).client.api
+        for c in api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"}):
+            api.remove_container(c["Id"], force=True)
     return {"part": "ladder", "task": args.task, "image": image, "slots": slots, "steps": steps,
             "think_s": args.think_s, "seconds_per_level": args.seconds, "rows": rows}
 
@@ -346,11 +365,13 @@ def run_create(args: argparse.Namespace) -> dict[str, Any]:
 def markdown(res: dict[str, Any]) -> str:
     """The tables docs/provider.md shows."""
     if res["part"] == "ladder":
-        lines = ["| rollouts (x slots) | paused while thinking | rollouts/hour | seed p50 / p99 s | exec p50 / p99 s "
-                 "| resume p50 / p99 s | sandbox memory mean / peak MiB | sandbox CPU-s per rollout | errors | load |",
-                 "|---|---|---|---|---|---|---|---|---|---|"]
+        lines = ["| rollouts (x slots) | pool_size (hits/seeds) | paused while thinking | rollouts/hour | seed p50 / p99 s "
+                 "| exec p50 / p99 s | resume p50 / p99 s | sandbox memory mean / peak MiB | sandbox CPU-s per rollout "
+                 "| errors | load |",
+                 "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["rows"]:
-            lines.append(f"| {r['concurrent']} ({r['x_slots']}x) | {'yes' if r['paused_while_thinking'] else 'no'} "
+            pool = f"{r.get('pool_size', 0)} ({r.get('pool_hits', 0)}/{r.get('seeds', '-')})"
+            lines.append(f"| {r['concurrent']} ({r['x_slots']}x) | {pool} | {'yes' if r['paused_while_thinking'] else 'no'} "
                          f"| {r['rollouts_per_hour']} | {r['seed_p50_s']} / {r['seed_p99_s']} "
                          f"| {r['exec_p50_s']} / {r['exec_p99_s']} | {r.get('resume_p50_s') or '-'} / {r.get('resume_p99_s') or '-'} "
                          f"| {r['mem_mean_mib']} / {r['mem_peak_mib']} "
@@ -378,6 +399,8 @@ def main() -> None:
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3, 4], help="ladder: multiples of the slots")
     ap.add_argument("--seconds", type=float, default=60.0, help="ladder: how long each level runs")
     ap.add_argument("--think-s", type=float, default=2.0, help="ladder: mean think time before each step")
+    ap.add_argument("--ladder-pools", type=int, nargs="+", default=[0, 2],
+                    help="ladder: the provider's pool_size, each run side by side at every level (0: no pool)")
     ap.add_argument("--n", type=int, default=8, help="create: samples per provider and kind")
     ap.add_argument("--desktop-task", default="9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13",
                     help="create: the demo task with a desktop and a setup")

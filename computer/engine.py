@@ -546,6 +546,15 @@ class ComputerEngine:
                                                     lambda ctx: actions.first_observation(ctx, self.profile))
         return first
 
+    def sandbox_id(self, session: str, generation: str) -> str | None:
+        """The container id of the rollout's computer, for agents that borrow it as a NeMo Gym
+        sandbox (the seed response's `sandbox_handle`; the `shinken` provider's connect takes it);
+        None for a rollout started masked (no computer). Counts as use: the idle reaper's clock
+        restarts."""
+        fork_id: str | None = self.in_rollout(session, generation, "the sandbox handle",
+                                              lambda ctx: ctx.fork.id)
+        return fork_id if isinstance(fork_id, str) else None
+
     def in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
         """fn(the rollout's tool context) under the session's lock, as a tool call runs (tests and
         benchmarks read the tree and the screen of one moment with it); an InfraError masks the rollout."""

@@ -10,6 +10,7 @@ A Gym config names the provider in a `sandbox:` block; its keys become ProviderC
         default_ttl_s: 3600                # sandboxes without ttl_s expire after this
         limits: {cpus: 2, memory_mib: 2048, pids: 512}
         pool_size: 2                       # warm forks per task, filled after its first create
+        hub_image: shinken/hub:latest      # web tasks: forks join this hub's network, each with its own sid
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class ProviderConfig:
     run_id: str | None = None  # the shinken.run label on every sandbox (gc --label shinken.run=...)
     max_workers: int = 64  # threads serving blocking engine calls for the event loop
     pool_size: int = 0  # checked forks kept warm per task (and tier, ttl_s, limits); 0: no pool
+    hub_image: str | None = None  # web tasks: the hub image (`shinken hub build`) the provider runs for them
+    mock_urls: str | None = None  # web tasks: or a mock URL map of mock apps run elsewhere (docs/mock-web.md)
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None) -> ProviderConfig:
@@ -122,6 +125,7 @@ class ProviderConfig:
             run_id=text("run_id"),
             max_workers=_number("max_workers", raw.get("max_workers", base.max_workers), minimum=1, integer=True),
             pool_size=_number("pool_size", raw.get("pool_size", base.pool_size), minimum=0, integer=True),
+            hub_image=text("hub_image"), mock_urls=text("mock_urls"),
         )
 
 

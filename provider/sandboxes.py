@@ -9,6 +9,7 @@ the methods below and keeps nothing but a Box, whose descriptor names the sandbo
 
 from __future__ import annotations
 
+import json
 import logging
 import posixpath
 import secrets
@@ -25,12 +26,12 @@ from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
-from shinken.sandbox import guest
+from shinken.sandbox import goldens, guest
 from shinken.sandbox.api import Golden, InfraError, SessionError, StartStateError
 from shinken.sandbox.container import Container, UserIds, infra, remove_container, start_container
 from shinken.sandbox.docker_client import connect, find_image
 from shinken.sandbox.forks import DockerFork, ForkPool
-from shinken.sandbox.ownership import LABEL_EXPIRES, LABEL_MADE_BY, LABEL_MANAGED, labels_for
+from shinken.sandbox.ownership import LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, labels_for
 from shinken.sandbox.policy import Limits, task_needs
 from shinken.tiers import Tier, serving_tier
 
@@ -114,7 +115,10 @@ class SandboxHost:
         self.config = config
         self._client = client
         self._lock = threading.Lock()
-        self._providers: dict[Limits, Any] = {}  # shinken DockerProviders by limits (their host configs)
+        self._providers: dict[tuple[Limits, bool], Any] = {}  # shinken DockerProviders by limits and web
+        self._web_lock = threading.Lock()
+        self._web: Any = None  # mockweb.runs.WebPlan of hub_image / mock_urls, read at the first web task
+        self._web_run: Any = None  # its WebSession (hub container + run network)
         self._bundles: dict[tuple[str, str], Bundle] = {}
         self._goldens: dict[tuple[str, str, str], Golden] = {}
         self._golden_locks: dict[tuple[str, str, str], threading.Lock] = {}
@@ -186,21 +190,58 @@ class SandboxHost:
         if not found.ok:
             raise CreateFailed(f"task {opts.task_id!r}: the bundle is defective ({found.why_defective()}); "
                                f"run `shinken triage`")
-        if task_needs(found).network:
-            raise CreateFailed(f"task {opts.task_id!r} needs the mock web hub, which only shinken's resources server "
-                               f"serves; run it through shinken_cua")
+        if task_needs(found).network:  # a web task: run on its copy that names this provider's mock addresses
+            plan = self._web_plan()
+            if plan is None:
+                raise CreateFailed(f"task {opts.task_id!r} is a web task: set hub_image (an image from `shinken hub "
+                                   f"build`) or mock_urls in the provider's sandbox block (docs/mock-web.md)")
+            found, blocked = plan.prepare(found)
+            if blocked:
+                raise CreateFailed(f"task {opts.task_id!r}: {blocked}")
         with self._lock:
             self._bundles[key] = found
         return found
 
-    def _provider(self, limits: Limits) -> Any:
+    def _web_plan(self) -> Any:
+        """The mock-web plan of hub_image / mock_urls (mockweb.runs.WebPlan, read once), or None."""
+        from shinken.mockweb.runs import web_plan
+
+        if self.config.hub_image is None and self.config.mock_urls is None:
+            return None
+        with self._web_lock:
+            if self._web is None:
+                try:
+                    self._web = web_plan(self.config.hub_image,
+                                         Path(self.config.mock_urls).expanduser() if self.config.mock_urls else None,
+                                         client=self.client)
+                except ShinkenError as exc:
+                    raise CreateFailed(f"sandbox.shinken.hub_image/mock_urls: {exc}") from None
+            return self._web
+
+    def _web_session(self) -> Any:
+        """The hub container and run network web-task forks join (started at the first web task,
+        owned by this process, labelled like its sandboxes; closed by shutdown)."""
+        plan = self._web_plan()
+        assert plan is not None
+        with self._web_lock:
+            if self._web_run is None:
+                try:
+                    self._web_run = plan.session(self.client, run_id=self.config.run_id,
+                                                 labels={LABEL_MADE_BY: MADE_BY})
+                except (InfraError, ShinkenError) as exc:
+                    raise CreateFailed(f"starting the mock web hub: {exc}") from None
+            return self._web_run
+
+    def _provider(self, limits: Limits, web: bool = False) -> Any:
         from shinken.sandbox.docker_provider import DockerProvider
 
+        session = self._web_session() if web else None
         with self._lock:
-            p = self._providers.get(limits)
+            p = self._providers.get((limits, web))
             if p is None:
-                p = self._providers[limits] = DockerProvider(self._client or connect(), run_id=self.config.run_id, limits=limits,
-                                                             labels={LABEL_MADE_BY: MADE_BY})
+                p = self._providers[(limits, web)] = DockerProvider(
+                    self._client or connect(), run_id=self.config.run_id, limits=limits, web=session,
+                    labels={LABEL_MADE_BY: MADE_BY})
             return p
 
     def _golden(self, provider: Any, bundle: Bundle, opts: TaskOptions, image: str) -> Golden:
@@ -231,7 +272,7 @@ class SandboxHost:
                                "network); use an image sandbox for services")
         self.client  # noqa: B018 - connect first: EngineUnreachable before any work
         bundle = self._bundle(opts)
-        provider = self._provider(self._limits(req))
+        provider = self._provider(self._limits(req), web=task_needs(bundle).network)
         try:
             golden = self._golden(provider, bundle, opts, req.image or self.config.image or DEFAULT_IMAGE)
         except InfraError as exc:
@@ -533,11 +574,18 @@ class SandboxHost:
         except docker.errors.APIError as exc:
             raise CreateFailed(f"connect: inspecting sandbox {cid[:12]}: {exc}") from None
         labels = (info.get("Config") or {}).get("Labels") or {}
-        if labels.get(LABEL_MANAGED) != "1" or labels.get(LABEL_MADE_BY) != MADE_BY:
-            raise CreateFailed(f"connect: container {cid[:12]} is not a shinken provider sandbox")
+        ours = labels.get(LABEL_MADE_BY) == MADE_BY
+        # A rollout's computer that shinken's resources server made (its seed response's
+        # sandbox_handle): a task fork, borrowed by an agent that drives it as a Gym sandbox.
+        server_fork = labels.get(LABEL_KIND) == "fork" and bool(labels.get(goldens.LABEL_GOLDEN))
+        if labels.get(LABEL_MANAGED) != "1" or not (ours or server_fork):
+            raise CreateFailed(f"connect: container {cid[:12]} is not a shinken provider sandbox or task fork")
         state = (info.get("State") or {}).get("Status")
         if state not in ("running", "paused"):
             raise CreateFailed(f"connect: sandbox {cid[:12]} is {state}, not running")
+        if not ours:
+            labels = {**labels, LABEL_SANDBOX: "task", LABEL_EXEC_USER: guest.USER,
+                      LABEL_IDS: self._golden_ids(labels[goldens.LABEL_GOLDEN])}
         uid, _, gid = labels.get(LABEL_IDS, "0:0").partition(":")
         env = descriptor.get("env") or {}
         workdir = descriptor.get("workdir")
@@ -549,12 +597,28 @@ class SandboxHost:
                    task_id=labels.get("shinken.task"), tier=descriptor.get("tier"),
                    expires=_expiry(labels), paused=state == "paused")
 
+    def _golden_ids(self, golden_id: str) -> str:
+        """"<uid>:<gid>" of the task user recorded in a golden image's labels (1000:1000 when unread)."""
+        try:
+            img_labels = (self.api.inspect_image(golden_id).get("Config") or {}).get("Labels") or {}
+            meta = json.loads(img_labels.get(goldens.LABEL_GOLDEN_META) or "{}")
+            return f"{int(meta.get('uid', 1000))}:{int(meta.get('gid', 1000))}"
+        except (docker.errors.APIError, ValueError, TypeError):
+            return "1000:1000"
+
     def shutdown(self) -> None:
         """Drain the warm pools, then close the engine connection (sandboxes handed out stay: each
         is closed by its own close(); gc reclaims them past their owner or ttl_s)."""
         with self._lock:
             self._closed = True
         self.drain()
+        with self._web_lock:
+            web, self._web_run = self._web_run, None
+        if web is not None:
+            try:
+                web.close()  # the hub it started and the run network (forks handed out lose the hub)
+            except (InfraError, ShinkenError) as exc:
+                log.warning("closing the mock web hub: %s", exc)
         with self._lock:
             client, self._client = self._client, None
             self._providers.clear()  # they hold the client; made again on the next create

@@ -163,7 +163,23 @@ def next_call(input_items: list[dict[str, Any]]) -> tuple[str, Call | None]:
     return task, SCRIPTS[task](history(input_items))
 
 
-Decide = Callable[[list[dict[str, Any]]], tuple[str, "Call | None"]]
+# A decision: a tool call, None (the script is done: a final message), or the text of an
+# assistant message (agents that parse the reply's text, like Terminus 2, instead of tool calls).
+Decide = Callable[[list[dict[str, Any]]], tuple[str, "Call | str | None"]]
+
+# Terminus 2's JSON replies (harbor's terminus_json_plain_parser) per task: each turn's keystrokes
+# for its tmux shell; after the last, task_complete twice (Terminus asks once to confirm).
+TERMINUS_KEYS = {"hello-file": ["printf 'hello shinken' > /home/user/hello.txt\n"]}
+
+
+def terminus_reply(input_items: list[dict[str, Any]]) -> tuple[str, "Call | str | None"]:
+    """The next Terminus 2 turn: the script's keystrokes, then the two task_complete replies."""
+    task = task_of(input_items)
+    turn = sum(1 for i in input_items if i.get("role") == "assistant")
+    keys = TERMINUS_KEYS[task]
+    commands = [{"keystrokes": keys[turn], "duration": 0.5}] if turn < len(keys) else []
+    return task, json.dumps({"analysis": f"turn {turn} of {task}", "plan": "scripted",
+                             "commands": commands, "task_complete": turn >= len(keys)})
 
 
 def response_for(body: dict[str, Any], decide: Decide = next_call) -> dict[str, Any]:
@@ -171,9 +187,10 @@ def response_for(body: dict[str, Any], decide: Decide = next_call) -> dict[str, 
     if isinstance(input_items, str):
         input_items = [{"role": "user", "content": input_items}]
     task, call = decide(input_items)
-    if call is None:
+    if call is None or isinstance(call, str):
+        text = f"{task}: done" if call is None else call
         item = {"type": "message", "id": f"msg_{uuid.uuid4().hex}", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": f"{task}: done", "annotations": []}]}
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
     else:
         name, args = call
         item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex}", "call_id": f"call_{uuid.uuid4().hex}",

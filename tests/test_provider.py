@@ -6,6 +6,7 @@ registry and Sandbox facade inside the Gym container: tests/test_provider_gym.py
 
 from __future__ import annotations
 
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -178,3 +179,80 @@ def test_task_warm_pool_fills_after_first_create_and_drains(host, docker_client,
     for b in (first, second, other_ttl):
         host.close(b)
     assert run_containers(docker_client, host.run) == []
+
+
+WEB = Path(__file__).resolve().parent / "data" / "web_tasks"
+STAR = "8b2f7c1e-4a3d-5e6f-9a0b-1c2d3e4f5a6b"  # star a message in the stand-in mailbox mock
+STARRED = ("import json, urllib.request; sid = open('/tmp/task_web_sid').read().strip(); "
+           "st = json.loads(urllib.request.urlopen('http://cua-gym-mailbox/go?sid=' + sid, timeout=30).read()); "
+           "print(sid, [m['starred'] for m in st['current_state']['messages'] if m['id'] == 'm1'])")
+
+
+@pytest.mark.docker
+@pytest.mark.slow  # the stand-in hub image (built once, cached by content hash)
+def test_web_task_forks_join_the_providers_hub_each_with_its_own_sid(docker_client, cua_image, hub_image):
+    import textwrap
+
+    run = f"provider-web-{uuid.uuid4().hex[:8]}"
+    # the task's setup (requests, a browser) runs on the CUA image
+    bare = SandboxHost(ProviderConfig.parse({"run_id": run, "image": cua_image}), client=docker_client)
+    opts = TaskOptions.parse({"task_id": STAR, "task_root": str(WEB)}, bare.config)
+    with pytest.raises(CreateFailed, match="is a web task: set hub_image"):  # refused before anything is made
+        bare.create(req(None, task=opts))
+    assert run_containers(docker_client, run) == []
+    h = SandboxHost(ProviderConfig.parse({"run_id": run, "image": cua_image, "hub_image": hub_image}),
+                    client=docker_client)
+    try:
+        a = h.create(req(None, task=opts, ttl_s=600))
+        b = h.create(req(None, task=opts, ttl_s=600))
+        hubs = docker_client.api.containers(filters={"label": [f"{LABEL_RUN}={run}", f"{LABEL_KIND}=hub"]})
+        assert len(hubs) == 1 and hubs[0]["Labels"][LABEL_MADE_BY] == "gym-provider"
+        before = [h.exec(x, "python3 -c " + shlex.quote(STARRED)).stdout.split() for x in (a, b)]
+        assert before[0][0] != before[1][0] and before[0][1:] == before[1][1:] == ["[False]"], before
+        toggle = textwrap.dedent("""
+            import json, urllib.request
+            sid = open('/tmp/task_web_sid').read().strip(); base = 'http://cua-gym-mailbox'
+            st = json.loads(urllib.request.urlopen(base + '/go?sid=' + sid, timeout=30).read())['current_state']
+            for m in st['messages']:
+                m['starred'] = m['starred'] or m['id'] == 'm1'
+            req = urllib.request.Request(base + '/post?sid=' + sid, method='POST', data=json.dumps(
+                {'action': 'set_current', 'state': st}).encode(), headers={'Content-Type': 'application/json'})
+            print(urllib.request.urlopen(req, timeout=30).status)""")
+        h.upload(a, toggle.encode(), "/tmp/toggle.py")
+        assert h.exec(a, "python3 /tmp/toggle.py").stdout.strip() == "200"
+        after = [h.exec(x, "python3 -c " + shlex.quote(STARRED)).stdout.split()[1:] for x in (a, b)]
+        assert after == [["[True]"], ["[False]"]], after  # each fork its own copy of the golden's hub state
+        h.close(a)
+        h.close(b)
+    finally:
+        h.shutdown()  # stops the hub it started and removes the run network
+    assert run_containers(docker_client, run) == []
+    assert docker_client.api.networks(filters={"label": f"{LABEL_RUN}={run}"}) == []
+
+
+@pytest.mark.docker
+def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker_client, linux_image):
+    """What a sandbox-borrowing Gym agent does with shinken_cua's seed response (sandbox_handle):
+    connect to the rollout's fork, work in it as the task's user; /verify's reward sees the work."""
+    from shinken.computer.engine import ComputerEngine
+
+    engine = ComputerEngine(DEMO, linux_image, accept_filesystem=True, keep_goldens_on_close=True)
+    try:
+        gen = engine.seed("borrowed", "hello-file")
+        cid = engine.sandbox_id("borrowed", gen)
+        assert cid is not None and len(cid) == 64
+        box = host.attach({"sandbox_id": cid})
+        assert (box.kind, box.user, box.uid, box.gid) == ("task", "user", 1000, 1000)
+        r = host.exec(box, "id -un; printf 'hello shinken' > /home/user/hello.txt")
+        assert (r.stdout, r.return_code) == ("user\n", 0), r
+        result = engine.verify("borrowed", gen)
+        assert result.reward == 1.0 and "'hello shinken'" in result.reward_output_tail, result
+    finally:
+        engine.end("borrowed")
+        engine.close()
+    stranger = docker_client.api.create_container(linux_image, "sleep 60")["Id"]
+    try:
+        with pytest.raises(CreateFailed, match="not a shinken provider sandbox or task fork"):
+            host.attach({"sandbox_id": stranger})
+    finally:
+        docker_client.api.remove_container(stranger, force=True)

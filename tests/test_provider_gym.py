@@ -122,6 +122,13 @@ def test_killed_creator_and_expired_sandbox_are_reclaimed_by_gc(drive):
             time.sleep(1)
     assert len(ids) == 3, c.exec(f"cat {log}").stdout[-4000:]
     plain, short, task = ids
+    pooled: list[str] = []  # the task's warm pool, filled in the background after the task fork's create
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not pooled:
+        pooled = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter", f"label={LABEL_RUN}={run}",
+                                 "--filter", "label=shinken.kind=pool"], capture_output=True, text=True).stdout.split()
+        time.sleep(0.5)
+    assert len(pooled) == 1, c.exec(f"cat {log}").stdout[-4000:]
     time.sleep(2.5)  # the second one's ttl_s=2 has passed; its creator still lives
     r = shinken("gc", "--force", "--label", f"{LABEL_RUN}={run}", "--json", timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -136,7 +143,7 @@ def test_killed_creator_and_expired_sandbox_are_reclaimed_by_gc(drive):
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     gone = {i["id"]: i["reason"] for i in doc["reclaimed"]}
-    assert set(gone) == {plain, task}, doc
+    assert set(gone) == {plain, task, pooled[0]}, doc  # the waiting pool fork too
     assert all("dead" in why or "not running" in why or "exited" in why for why in gone.values()), gone
     assert _run_ids(run) == []
 

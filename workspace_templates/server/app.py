@@ -160,18 +160,22 @@ class ShinkenSeedRequest(BaseSeedSessionRequest):
 
 
 class ShinkenSeedSessionResponse(BaseSeedSessionResponse):
-    """What /seed_session answers: `{}` with an a11y-only profile; with a screenshot profile the
-    screen the rollout starts from (`{"observation": {...}}`, the vision agent's first input_image;
-    null when the fork has no screen yet)."""
+    """What /seed_session answers: with a screenshot profile the screen the rollout starts from
+    (`{"observation": {...}}`, the vision agent's first input_image; null when the fork has no
+    screen yet); with the local engine `sandbox_handle`, the rollout's fork for agents that borrow
+    it as a NeMo Gym sandbox (terminus_2_sandboxed_agent and the like connect to it with the
+    `shinken` sandbox provider, docs/provider.md; /verify still scores it with reward.py)."""
 
     observation: Optional[dict] = None
+    sandbox_handle: Optional[str] = None
 
     @model_serializer(mode="wrap")
     def _only_what_was_given(self, handler: SerializerFunctionWrapHandler) -> dict:
-        # An a11y rollout's answer stays `{}`: the field is written only when the route set it.
+        # A field is written only when the route set it (an a11y fleet rollout's answer stays `{}`).
         out = handler(self)
-        if "observation" not in self.model_fields_set:
-            out.pop("observation", None)
+        for name in ("observation", "sandbox_handle"):
+            if name not in self.model_fields_set:
+                out.pop(name, None)
         return out
 
 
@@ -325,11 +329,16 @@ class ShinkenCuaResourcesServer(SimpleResourcesServer):
                           body.shinken_tier)
         request.session[GENERATION_KEY] = gen
         request.session[TASK_KEY] = body.task_id
+        seeded: dict = {}
+        if not self.config.shinken_fleet_address:  # a fleet's forks live on other hosts
+            handle = await _call(self._engine_call, "sandbox_id", session, gen)
+            if handle:
+                seeded["sandbox_handle"] = handle
         if not self.config.profile().screenshots:
-            return ShinkenSeedSessionResponse()
+            return ShinkenSeedSessionResponse(**seeded)
         # The screen the rollout starts from: the agent's first input_image.
         first = await _call(self._engine_call, "first_observation", session, gen)
-        return ShinkenSeedSessionResponse(observation=first.to_json() if first else None)
+        return ShinkenSeedSessionResponse(**seeded, observation=first.to_json() if first else None)
 
     async def verify(self, request: Request, body: ShinkenVerifyRequest) -> ShinkenVerifyResponse:
         gen = request.session.get(GENERATION_KEY)

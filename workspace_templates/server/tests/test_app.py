@@ -57,6 +57,8 @@ def test_routes_answer_typed_models():
     # An a11y rollout's seed answers {} as before; a screenshot one names its first screen, null included.
     assert ShinkenSeedSessionResponse().model_dump() == {}
     assert ShinkenSeedSessionResponse(observation=None).model_dump(mode="json") == {"observation": None}
+    # A local-engine seed names the rollout's fork for agents that borrow it as a Gym sandbox.
+    assert ShinkenSeedSessionResponse(sandbox_handle="f" * 64).model_dump() == {"sandbox_handle": "f" * 64}
 
 
 def test_verify_without_a_session_is_refused_with_the_tables_body():
