@@ -98,6 +98,29 @@ def bench_build(client, source: Path, apps: list[str] | None, cpu_shares: int | 
     return out
 
 
+# In one container, alternately: `npm run x` (npm starts, then runs the script) and the same
+# script run the way shinken now runs a build or preview script npm would only run (sh -c).
+NPM_START = r"""cd /tmp && printf '{"name":"x","version":"1.0.0","scripts":{"x":"node -e 0"}}' > package.json
+for i in $(seq "$1"); do
+  a=$EPOCHREALTIME; npm run x >/dev/null 2>&1; b=$EPOCHREALTIME; sh -c 'node -e 0'; c=$EPOCHREALTIME
+  echo "$a $b $c"
+done"""
+
+
+def bench_npm_start(client, n: int) -> dict:
+    """What running a package.json script without npm saves per run (an app build runs its
+    build script once, a hub runs each app's preview script once per start): `npm run x` vs
+    `sh -c <x>` for x = `node -e 0`, alternated n times in one container of the node image."""
+    node_tag, _, _ = ensure_node_image(client)
+    load = os.getloadavg()[0]
+    out = client.containers.run(node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none")
+    rows = [[float(x) for x in ln.split()] for ln in out.decode().split("\n") if ln.strip()]
+    npm = [b - a for a, b, _ in rows]
+    direct = [c - b for _, b, c in rows]
+    return {"npm_run_s": summary(npm), "direct_s": summary(direct), "load": round(load, 1),
+            "npm_over_direct_p50": round(statistics.median(npm) / statistics.median(direct), 2)}
+
+
 def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool,
                    cpu_shares: int | None = None, stop_file: Path | None = None, full_hub: bool = True) -> dict:
     """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it, one app
@@ -262,6 +285,8 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--npm-start", type=int, default=0, metavar="N",
+                    help="only: `npm run` vs running the script directly, N times each, alternated")
     ap.add_argument("--build-only", action="store_true", help="only the per-app build numbers (cold, warm npm cache, cached)")
     ap.add_argument("--checkout-survey", type=Path, metavar="OUT.json",
                     help="build every app of --source one by one (resumable; results in OUT.json), "
@@ -280,6 +305,9 @@ def main() -> None:
         doc = bench_checkout(client, a.source, a.checkout_survey, apps, not a.no_check, a.cpu_shares,
                              a.stop_file, not a.no_full_hub)
         print(json.dumps({k: v for k, v in doc.items() if k != "apps"}, indent=1))
+        return
+    if a.npm_start:
+        print(json.dumps(bench_npm_start(client, a.npm_start), indent=1))
         return
     load = os.getloadavg()
     out: dict = {"load_before": [round(x, 2) for x in load]}

@@ -215,6 +215,8 @@ def _source_tar(app: MockApp, npm: NpmConfig) -> tuple[bytes, Rewrite | None]:
 # The user config npm reads ($npm_config_userconfig) is shinken's, mounted read-only for the
 # build only: the registries, scoped registries and their credentials (never in the image).
 # `shinken-phase: NAME START END` lines time the steps (parsed into AppBuild.phases).
+# $3: the app's build script when it can run without npm (see `direct_script`): what `npm run
+# build` would run, with node_modules/.bin on PATH, minus npm's own start (seconds under load).
 _APP_BUILD_SCRIPT = r"""set -e
 cd "$1"
 export npm_config_registry="$2"
@@ -224,7 +226,12 @@ t0=$EPOCHREALTIME
 if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
 t1=$EPOCHREALTIME
 echo "shinken-phase: install $t0 $t1"
-npm run build
+if [ -n "$3" ]; then
+  echo "> $3"
+  PATH="$PWD/node_modules/.bin:$PATH" npm_lifecycle_event=build sh -c "$3"
+else
+  npm run build
+fi
 t2=$EPOCHREALTIME
 echo "shinken-phase: build $t1 $t2"
 test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html" >&2; exit 3; }
@@ -234,6 +241,21 @@ _PHASE = re.compile(r"^shinken-phase: (\w+) ([0-9.]+) ([0-9.]+)\s*$")
 _ERROR_LINE = re.compile(r"\b\w*(error|ERROR|Error)\b|ERR!|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|requires Node")
 _FAILED_LINE = re.compile(r"\b(failed|FAILED|Failed)\b")  # weaker: `x Build failed in 695ms` comes before the error
 _NPM_CODE_ONLY = re.compile(r"npm ERR! (code|errno|syscall) \S+\s*$")
+
+
+def direct_script(folder: Path, name: str) -> str | None:
+    """The package.json script `name` when `npm run <name>` would only run it (no `pre<name>`
+    or `post<name>` hook): shinken then runs it with `sh -c` and node_modules/.bin on PATH, as
+    npm does, without starting npm (Debian's npm takes seconds to start under load). None: use
+    `npm run` (hooks, or a package.json that cannot be read)."""
+    try:
+        scripts = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("scripts") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    script = scripts.get(name) if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip() or f"pre{name}" in scripts or f"post{name}" in scripts:
+        return None
+    return script
 
 
 def first_error_line(lines: list[str]) -> str:
@@ -255,14 +277,16 @@ def first_error_line(lines: list[str]) -> str:
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
               progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None,
               registry: str = DEFAULT_REGISTRY, cpu_shares: int | None = None,
-              npm: NpmConfig | None = None) -> AppBuild:
+              npm: NpmConfig | None = None, run_directly: bool = True) -> AppBuild:
     """The built image of one app, cached by the hash of its sources and the node image.
     npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
     by every app build; the benchmark passes an empty one to time a cold build). registry: the
     npm registry every package is installed from, whatever host the lockfile names (the
     tarballs' integrity hashes are kept, so the image is the same whichever registry served
     them). npm: the npm settings (registry, scoped registries, credentials; default: `registry`
-    alone); credentials reach the build through a private file mounted for it only. cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
+    alone); credentials reach the build through a private file mounted for it only.
+    run_directly: run the build script without npm when npm would only run it (False: always
+    `npm run build`, for comparing the two). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
     128 lets a long survey use idle CPU and yield to other work). A failed build raises
     AppBuildFailed."""
     t0 = time.monotonic()
@@ -277,7 +301,8 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
         try:
             image_id, log, phases = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
                                                             npm_cache or cache_root() / "hub-npm",
-                                                            npm or NpmConfig(registry, "--registry"), cpu_shares)
+                                                            npm or NpmConfig(registry, "--registry"), cpu_shares,
+                                                            run_directly)
         except AppBuildFailed as exc:
             exc.seconds = time.monotonic() - t0
             raise
@@ -286,7 +311,8 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
 
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
                             ca_pem: bytes, progress: Progress | None, npm_cache: Path,
-                            npm: NpmConfig, cpu_shares: int | None = None) -> tuple[str, Path, dict[str, float]]:
+                            npm: NpmConfig, cpu_shares: int | None = None,
+                            run_directly: bool = True) -> tuple[str, Path, dict[str, float]]:
     import docker.errors
 
     api = client.api
@@ -338,7 +364,9 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     try:
         api.start(cid)
         api.put_archive(cid, APPS_ROOT, sources)
-        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry],
+        direct = direct_script(app.folder, "build") if run_directly else None
+        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry,
+                                   direct or ""],
                              environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc"})
         deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
         pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
