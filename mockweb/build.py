@@ -221,6 +221,8 @@ _APP_BUILD_SCRIPT = r"""set -e
 cd "$1"
 export npm_config_registry="$2"
 export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+# a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
+export npm_config_fetch_timeout=900000 npm_config_fetch_retries=5 npm_config_fetch_retry_maxtimeout=120000
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
 t0=$EPOCHREALTIME
 if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
