@@ -88,13 +88,17 @@ def bench_build(client, source: Path, apps: list[str] | None, cpu_shares: int | 
             cold = build_app(client, app, node_tag, node_id, ca, nocache=True, npm_cache=Path(empty), cpu_shares=cpu_shares)
             downloaded = cache_bytes(Path(empty))
         warm = build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares)
+        # the same warm build with the build script run through `npm run build` (as before)
+        via_npm = build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares, run_directly=False)
         cached = build_app(client, app, node_tag, node_id, ca).seconds
         out[app.name] = {"cold_s": round(cold.seconds, 2), "cold_phases_s": cold.phases,
                          "cold_downloaded_bytes": downloaded, "warm_npm_cache_s": round(warm.seconds, 2),
-                         "warm_phases_s": warm.phases, "cached_s": round(cached, 4), "load": round(load, 1),
-                         "load_after": round(os.getloadavg()[0], 1)}
+                         "warm_phases_s": warm.phases, "warm_via_npm_run_s": round(via_npm.seconds, 2),
+                         "warm_via_npm_run_phases_s": via_npm.phases, "cached_s": round(cached, 4),
+                         "load": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
         print(f"build {app.name}: cold {cold.seconds:.1f}s {cold.phases}, warm npm cache {warm.seconds:.1f}s "
-              f"{warm.phases}, cached {cached * 1000:.0f}ms", file=sys.stderr)
+              f"{warm.phases}, warm via npm run {via_npm.seconds:.1f}s {via_npm.phases}, cached {cached * 1000:.0f}ms",
+              file=sys.stderr)
     return out
 
 
@@ -202,6 +206,28 @@ def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None,
     return doc
 
 
+def survey_table(doc: dict) -> str:
+    """docs/mock-web.md's table of a survey (markdown): per app measured with the survey's node
+    image, the build result, seconds (load at its start), seconds per step, cached lookup, the
+    checks it failed and check seconds, the first error line."""
+    rows = ["| app | build | build s (load) | install / build / commit s | cached s | `hub check` failed | check s (load) | first error line |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in sorted(doc.get("apps", {}).items(), key=lambda kv: kv[0].lower()):
+        if r.get("node_image") != doc.get("node_image"):
+            continue
+        ph = r.get("phases") or {}
+        steps = " / ".join(f"{ph[k]:.0f}" for k in ("install", "build", "commit") if k in ph) or "-"
+        chk = r.get("check")
+        failed = ", ".join(k for k, v in (chk or {}).get("results", {}).items() if not v["ok"]) if chk else "-"
+        err = (r.get("error") or "").replace("|", "\\|")
+        build = "cached" if r.get("cached_before") else ("built" if r["built"] else "failed")
+        check_s = f"{chk['seconds']:.0f} ({chk.get('load', 0):.0f})" if chk else "-"
+        cached = r["cached_s"] if "cached_s" in r else "-"
+        rows.append(f"| {name} | {build} | {r['seconds']:.0f} ({r['load']:.0f}) | {steps} | "
+                    f"{cached} | {failed or 'none'} | {check_s} | {err} |")
+    return "\n".join(rows)
+
+
 def bench_start(client, manifest, n: int) -> dict:
     ready, first_app = [], []
     for _ in range(n):
@@ -285,6 +311,7 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--survey-table", type=Path, metavar="OUT.json", help="print the markdown table of a survey file")
     ap.add_argument("--npm-start", type=int, default=0, metavar="N",
                     help="only: `npm run` vs running the script directly, N times each, alternated")
     ap.add_argument("--build-only", action="store_true", help="only the per-app build numbers (cold, warm npm cache, cached)")
@@ -305,6 +332,9 @@ def main() -> None:
         doc = bench_checkout(client, a.source, a.checkout_survey, apps, not a.no_check, a.cpu_shares,
                              a.stop_file, not a.no_full_hub)
         print(json.dumps({k: v for k, v in doc.items() if k != "apps"}, indent=1))
+        return
+    if a.survey_table is not None:
+        print(survey_table(json.loads(a.survey_table.read_text())))
         return
     if a.npm_start:
         print(json.dumps(bench_npm_start(client, a.npm_start), indent=1))
