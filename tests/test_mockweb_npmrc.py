@@ -131,6 +131,7 @@ def test_a_scoped_package_installs_from_its_token_registry_and_the_token_stays_o
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{registry.url}@acme/greet/-/greet-1.0.0.tgz", timeout=5)
     assert refused.value.code == 401
+    registry.seen.clear()
     (app,) = select_apps(discover_apps(_checkout(tmp_path / "hub", registry)), ["acme"])
     node_tag, node_id, _ = ensure_node_image(docker_client)
     ca = _read_ca(None)
