@@ -125,6 +125,32 @@ def bench_npm_start(client, n: int) -> dict:
             "npm_over_direct_p50": round(statistics.median(npm) / statistics.median(direct), 2)}
 
 
+def bench_ab(client, source: Path, apps: list[str] | None, n: int, cpu_shares: int | None = None) -> dict:
+    """Warm rebuilds of each app, alternating the build script run directly (now) and through
+    `npm run build` (before), n of each: a ratio measured side by side while the load moves."""
+    chosen = select_apps(discover_apps(source), apps)
+    node_tag, node_id, _ = ensure_node_image(client)
+    ca = _read_ca(None)
+    out = {}
+    for app in chosen:
+        build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares)  # warm the npm cache
+        direct, via_npm, loads = [], [], []
+        for _ in range(n):
+            loads.append(os.getloadavg()[0])
+            direct.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares))
+            via_npm.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares,
+                                     run_directly=False))
+        out[app.name] = {
+            "direct_s": summary([b.seconds for b in direct]), "npm_run_s": summary([b.seconds for b in via_npm]),
+            "direct_build_step_s": summary([b.phases["build"] for b in direct]),
+            "npm_run_build_step_s": summary([b.phases["build"] for b in via_npm]),
+            "npm_run_over_direct_p50": round(statistics.median(b.seconds for b in via_npm)
+                                             / statistics.median(b.seconds for b in direct), 2),
+            "load": [round(x, 1) for x in loads]}
+        print(f"{app.name}: {out[app.name]}", file=sys.stderr)
+    return out
+
+
 def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool,
                    cpu_shares: int | None = None, stop_file: Path | None = None, full_hub: bool = True) -> dict:
     """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it, one app
@@ -311,6 +337,8 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--ab", type=int, default=0, metavar="N",
+                    help="only: N warm rebuilds per app alternating the direct build script and `npm run build`")
     ap.add_argument("--survey-table", type=Path, metavar="OUT.json", help="print the markdown table of a survey file")
     ap.add_argument("--npm-start", type=int, default=0, metavar="N",
                     help="only: `npm run` vs running the script directly, N times each, alternated")
@@ -335,6 +363,9 @@ def main() -> None:
         return
     if a.survey_table is not None:
         print(survey_table(json.loads(a.survey_table.read_text())))
+        return
+    if a.ab:
+        print(json.dumps(bench_ab(client, a.source, apps, a.ab, a.cpu_shares), indent=1))
         return
     if a.npm_start:
         print(json.dumps(bench_npm_start(client, a.npm_start), indent=1))

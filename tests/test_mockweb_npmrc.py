@@ -142,6 +142,13 @@ def test_a_scoped_package_installs_from_its_token_registry_and_the_token_stays_o
     assert cfg.secrets() == [token]
     lines: list[str] = []
     built = build_app(docker_client, app, node_tag, node_id, ca, nocache=True, npm=cfg, progress=lines.append)
+    try:
+        _check_build(docker_client, built, registry, token, lines, tmp_path)
+    finally:  # its sources name this run's registry port: never reused, so not kept
+        docker_client.api.remove_image(built.tag, force=True)
+
+
+def _check_build(docker_client, built, registry: _Registry, token: str, lines: list[str], tmp_path: Path) -> None:
     # The scope's registry served the package (not the lockfile's host), every request with the token.
     assert ("/@acme/greet/-/greet-1.0.0.tgz", True) in registry.seen
     assert all(ok for _, ok in registry.seen), registry.seen
