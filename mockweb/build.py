@@ -316,7 +316,10 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                             npm: NpmConfig, cpu_shares: int | None = None,
                             run_directly: bool = True) -> tuple[str, Path, dict[str, float]]:
     import docker.errors
+    import requests.exceptions
 
+    # an engine too busy to answer within the SDK's timeout raises requests' errors, not APIError
+    engine_errors = (docker.errors.APIError, requests.exceptions.RequestException)
     api = client.api
     npm_cache.mkdir(parents=True, exist_ok=True)
     ca_file = cache_root() / "hub-ca.pem"
@@ -357,9 +360,10 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     try:
         cid = api.create_container(node_tag, command=["sleep", "infinity"], host_config=hc, labels=labels,
                                    working_dir=APPS_ROOT, detach=True)["Id"]
-    except docker.errors.APIError as exc:
+    except engine_errors as exc:
         shutil.rmtree(npmrc_dir, ignore_errors=True)
-        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc}") from None
+        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
+                                 "Docker engine answers again)") from None
     tail: list[str] = []
     errors: list[str] = []  # the first lines that name an error, for the summary table
     phases: dict[str, float] = {}
@@ -408,13 +412,14 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         with open(log_path, "a", encoding="utf-8") as log:
             log.write("shinken: seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + "\n")
         return str(res["Id"]), log_path, phases
-    except docker.errors.APIError as exc:
-        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path})") from None
+    except engine_errors as exc:
+        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path}; retry when the Docker "
+                                 "engine answers again)") from None
     finally:
         shutil.rmtree(npmrc_dir, ignore_errors=True)
         try:
             api.remove_container(cid, force=True, v=True)
-        except docker.errors.APIError:
+        except engine_errors:
             pass  # labelled `build`: `shinken gc` reclaims it
 
 
