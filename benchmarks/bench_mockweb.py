@@ -39,6 +39,7 @@ from shinken.mockweb.build import build_app, build_hub, ensure_node_image
 from shinken.mockweb.manifest import read_manifest
 from shinken.mockweb.runs import web_plan
 from shinken.mockweb.session import GUEST_TIMEOUT_S
+from shinken.runtime import cache_root
 from shinken.sandbox.docker_client import connect
 from shinken.sandbox.docker_provider import DockerProvider
 from shinken.tiers import Tier
@@ -68,70 +69,189 @@ def summary(xs: list[float]) -> dict[str, float]:
             "min": round(min(xs), 4), "max": round(max(xs), 4)}
 
 
-def bench_build(client, source: Path, apps: list[str] | None) -> dict:
+def cache_bytes(folder: Path) -> int:
+    """Bytes of tarballs and metadata in an npm cache (what was downloaded into it)."""
+    return sum(p.stat().st_size for p in (folder / "_cacache").rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def bench_build(client, source: Path, apps: list[str] | None, cpu_shares: int | None = None) -> dict:
+    """Per app, side by side: a cold build (empty npm cache, no image), a rebuild with the
+    shared npm cache warm, and the cached lookup; each build's seconds per step (npm install,
+    npm run build, docker commit) and the bytes the cold build downloaded into its cache."""
     chosen = select_apps(discover_apps(source), apps)
     node_tag, node_id, _ = ensure_node_image(client)
     ca = _read_ca(None)
     out = {}
     for app in chosen:
         with tempfile.TemporaryDirectory(prefix="shinken-bench-npm-") as empty:
-            cold = build_app(client, app, node_tag, node_id, ca, nocache=True, npm_cache=Path(empty)).seconds
-        warm = build_app(client, app, node_tag, node_id, ca, nocache=True).seconds
+            load = os.getloadavg()[0]
+            cold = build_app(client, app, node_tag, node_id, ca, nocache=True, npm_cache=Path(empty), cpu_shares=cpu_shares)
+            downloaded = cache_bytes(Path(empty))
+        warm = build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares)
+        # the same warm build with the build script run through `npm run build` (as before)
+        via_npm = build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares, run_directly=False)
         cached = build_app(client, app, node_tag, node_id, ca).seconds
-        out[app.name] = {"cold_s": round(cold, 2), "warm_npm_cache_s": round(warm, 2), "cached_s": round(cached, 4)}
-        print(f"build {app.name}: cold {cold:.1f}s, warm npm cache {warm:.1f}s, cached {cached * 1000:.0f}ms", file=sys.stderr)
+        out[app.name] = {"cold_s": round(cold.seconds, 2), "cold_phases_s": cold.phases,
+                         "cold_downloaded_bytes": downloaded, "warm_npm_cache_s": round(warm.seconds, 2),
+                         "warm_phases_s": warm.phases, "warm_via_npm_run_s": round(via_npm.seconds, 2),
+                         "warm_via_npm_run_phases_s": via_npm.phases, "cached_s": round(cached, 4),
+                         "load": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
+        print(f"build {app.name}: cold {cold.seconds:.1f}s {cold.phases}, warm npm cache {warm.seconds:.1f}s "
+              f"{warm.phases}, warm via npm run {via_npm.seconds:.1f}s {via_npm.phases}, cached {cached * 1000:.0f}ms",
+              file=sys.stderr)
     return out
 
 
-def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool) -> dict:
-    """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it: per app
-    built or failed, seconds (its image not cached; the npm cache shared by the apps, warm from
-    the apps before it, as in one `hub build`), the first error line; then every app again
-    (cached: a content-hash lookup), the hub image of the apps that built and its size, and
-    `shinken hub check` per app. Results are written to `out_path` after every app, and a
-    re-run resumes: apps already recorded are not built again."""
+# In one container, alternately: `npm run x` (npm starts, then runs the script) and the same
+# script run the way shinken now runs a build or preview script npm would only run (sh -c).
+NPM_START = r"""cd /tmp && printf '{"name":"x","version":"1.0.0","scripts":{"x":"node -e 0"}}' > package.json
+for i in $(seq "$1"); do
+  a=$EPOCHREALTIME; npm run x >/dev/null 2>&1; b=$EPOCHREALTIME; sh -c 'node -e 0'; c=$EPOCHREALTIME
+  echo "$a $b $c"
+done"""
+
+
+def bench_npm_start(client, n: int) -> dict:
+    """What running a package.json script without npm saves per run (an app build runs its
+    build script once, a hub runs each app's preview script once per start): `npm run x` vs
+    `sh -c <x>` for x = `node -e 0`, alternated n times in one container of the node image."""
+    node_tag, _, _ = ensure_node_image(client)
+    load = os.getloadavg()[0]
+    out = client.containers.run(node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none")
+    rows = [[float(x) for x in ln.split()] for ln in out.decode().split("\n") if ln.strip()]
+    npm = [b - a for a, b, _ in rows]
+    direct = [c - b for _, b, c in rows]
+    return {"npm_run_s": summary(npm), "direct_s": summary(direct), "load": round(load, 1),
+            "npm_over_direct_p50": round(statistics.median(npm) / statistics.median(direct), 2)}
+
+
+def bench_ab(client, source: Path, apps: list[str] | None, n: int, cpu_shares: int | None = None) -> dict:
+    """Warm rebuilds of each app, alternating the build script run directly (now) and through
+    `npm run build` (before), n of each: a ratio measured side by side while the load moves."""
+    chosen = select_apps(discover_apps(source), apps)
+    node_tag, node_id, _ = ensure_node_image(client)
+    ca = _read_ca(None)
+    out = {}
+    for app in chosen:
+        build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares)  # warm the npm cache
+        direct, via_npm, loads = [], [], []
+        for _ in range(n):
+            loads.append(os.getloadavg()[0])
+            direct.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares))
+            via_npm.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares,
+                                     run_directly=False))
+        out[app.name] = {
+            "direct_s": summary([b.seconds for b in direct]), "npm_run_s": summary([b.seconds for b in via_npm]),
+            "direct_build_step_s": summary([b.phases["build"] for b in direct]),
+            "npm_run_build_step_s": summary([b.phases["build"] for b in via_npm]),
+            "npm_run_over_direct_p50": round(statistics.median(b.seconds for b in via_npm)
+                                             / statistics.median(b.seconds for b in direct), 2),
+            "load": [round(x, 1) for x in loads]}
+        print(f"{app.name}: {out[app.name]}", file=sys.stderr)
+    return out
+
+
+def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool,
+                   cpu_shares: int | None = None, stop_file: Path | None = None, full_hub: bool = True) -> dict:
+    """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it, one app
+    at a time: built or failed, seconds (its image not cached; the npm cache shared by the
+    apps, warm from the apps before it, as in one `hub build`) and per step, the bytes it added
+    to the npm cache, the first error line; an app that built is then looked up again (cached:
+    a content-hash lookup) and, with `check`, put in a hub image of its own and given
+    `shinken hub check`. Results are written to `out_path` after every app, so the survey can
+    run in the background and be stopped at any app boundary (`stop_file` exists: it stops
+    before the next app); a re-run resumes: apps recorded with the same node image are not
+    built again (a new node image measures every app again). At the end (not when stopped),
+    the hub image of every app that built and its size. cpu_shares: the build containers' CPU
+    weight (128: use idle CPU, yield to other containers)."""
     from shinken.mockweb.build import AppBuildFailed
     from shinken.mockweb.check import check_hub
-    from shinken.mockweb.registry import configured_registry
+    from shinken.mockweb.registry import npm_config
 
     chosen = select_apps(discover_apps(source), apps)
     node_tag, node_id, _ = ensure_node_image(client)
     ca = _read_ca(None)
-    registry, _ = configured_registry(None)
+    npm = npm_config(None)
+    registry = npm.registry
     doc = json.loads(out_path.read_text()) if out_path.exists() else {}
     doc.setdefault("source", str(source))
     doc.setdefault("apps_in_checkout", len(chosen))
     doc.setdefault("registry", registry)
+    doc["node_image"] = node_id
+    doc["cpu_shares"] = cpu_shares
     per_app = doc.setdefault("apps", {})
+    npm_cache = cache_root() / "hub-npm"
+
+    def save() -> None:
+        doc["surveyed"] = sum(1 for r in per_app.values() if r.get("node_image") == node_id)
+        doc["built"] = sum(1 for r in per_app.values() if r.get("node_image") == node_id and r.get("built"))
+        tmp = out_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        tmp.replace(out_path)
+
     for i, app in enumerate(chosen, 1):
-        if app.name in per_app:
-            continue
-        load = os.getloadavg()[0]
-        try:
-            b = build_app(client, app, node_tag, node_id, ca, registry=registry)
-            per_app[app.name] = {"built": True, "cached_before": b.cached, "seconds": round(b.seconds, 2),
-                                 "error": None, "load": round(load, 1)}
-        except AppBuildFailed as exc:
-            per_app[app.name] = {"built": False, "cached_before": False, "seconds": round(exc.seconds, 2),
-                                 "error": exc.first_error, "log": str(exc.log), "load": round(load, 1)}
-        r = per_app[app.name]
-        print(f"[{i}/{len(chosen)}] {app.name}: {'built' if r['built'] else 'FAILED'} in {r['seconds']:.1f}s"
-              + (f" ({r['error']})" if r["error"] else ""), file=sys.stderr, flush=True)
-        out_path.write_text(json.dumps(doc, indent=1) + "\n")
+        if stop_file is not None and stop_file.exists():
+            print(f"{stop_file} exists: stopped before {app.name} (re-run to resume)", file=sys.stderr, flush=True)
+            save()
+            return doc
+        r = per_app.get(app.name, {})
+        if r.get("node_image") != node_id:
+            load = os.getloadavg()[0]
+            before = cache_bytes(npm_cache)
+            try:
+                b = build_app(client, app, node_tag, node_id, ca, registry=registry, cpu_shares=cpu_shares, npm=npm)
+                r = {"built": True, "cached_before": b.cached, "seconds": round(b.seconds, 2),
+                     "phases": b.phases, "error": None, "load": round(load, 1)}
+            except AppBuildFailed as exc:
+                r = {"built": False, "cached_before": False, "seconds": round(exc.seconds, 2),
+                     "error": exc.first_error, "log": str(exc.log), "load": round(load, 1)}
+            r.update({"node_image": node_id, "load_after": round(os.getloadavg()[0], 1),
+                      "downloaded_bytes": cache_bytes(npm_cache) - before})
+            per_app[app.name] = r
+            print(f"[{i}/{len(chosen)}] {app.name}: {'built' if r['built'] else 'FAILED'} in {r['seconds']:.1f}s "
+                  f"{r.get('phases', '')}" + (f" ({r['error']})" if r["error"] else ""), file=sys.stderr, flush=True)
+            save()
+        if r["built"] and "cached_s" not in r:
+            r["cached_s"] = round(build_app(client, app, node_tag, node_id, ca, registry=registry).seconds, 4)
+        if r["built"] and check and "check" not in r:
+            one = build_hub(source, [app.name], client=client, registry=registry)
+            (res,) = check_hub(client, read_manifest(client, one.tag))
+            r["check"] = res.to_json()
+            r["check"]["load"] = round(os.getloadavg()[0], 1)
+            bad = [k for k, v in res.results.items() if not v.ok]
+            print(f"    {app.name}: hub check {'ok' if not bad else 'FAILED ' + ', '.join(bad)} ({res.seconds:.1f}s)",
+                  file=sys.stderr, flush=True)
+        save()
     built = [a for a in chosen if per_app.get(a.name, {}).get("built")]
-    for a in built:
-        per_app[a.name]["cached_s"] = round(build_app(client, a, node_tag, node_id, ca, registry=registry).seconds, 4)
-    doc["built"] = len(built)
-    hub = build_hub(source, [a.name for a in built], client=client, registry=registry)
-    doc["hub_image"] = hub.tag
-    doc["hub_image_bytes"] = client.api.inspect_image(hub.image_id)["Size"]
-    out_path.write_text(json.dumps(doc, indent=1) + "\n")
-    if check:
-        manifest = read_manifest(client, hub.tag)
-        for r in check_hub(client, manifest, progress=lambda line: print(line, file=sys.stderr, flush=True)):
-            per_app[r.app]["check"] = r.to_json()
-            out_path.write_text(json.dumps(doc, indent=1) + "\n")
+    if full_hub and built:
+        hub = build_hub(source, [a.name for a in built], client=client, registry=registry)
+        doc["hub_image"] = hub.tag
+        doc["hub_image_apps"] = len(built)
+        doc["hub_image_bytes"] = client.api.inspect_image(hub.image_id)["Size"]
+        save()
     return doc
+
+
+def survey_table(doc: dict) -> str:
+    """docs/mock-web.md's table of a survey (markdown): per app measured with the survey's node
+    image, the build result, seconds (load at its start), seconds per step, cached lookup, the
+    checks it failed and check seconds, the first error line."""
+    rows = ["| app | build | build s (load) | install / build / commit s | cached s | `hub check` failed | check s (load) | first error line |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name, r in sorted(doc.get("apps", {}).items(), key=lambda kv: kv[0].lower()):
+        if r.get("node_image") != doc.get("node_image"):
+            continue
+        ph = r.get("phases") or {}
+        steps = " / ".join(f"{ph[k]:.0f}" for k in ("install", "build", "commit") if k in ph) or "-"
+        chk = r.get("check")
+        failed = ", ".join(k for k, v in (chk or {}).get("results", {}).items() if not v["ok"]) if chk else "-"
+        err = (r.get("error") or "").replace("|", "\\|")
+        build = "cached" if r.get("cached_before") else ("built" if r["built"] else "failed")
+        check_s = f"{chk['seconds']:.0f} ({chk.get('load', 0):.0f})" if chk else "-"
+        cached = r["cached_s"] if "cached_s" in r else "-"
+        rows.append(f"| {name} | {build} | {r['seconds']:.0f} ({r['load']:.0f}) | {steps} | "
+                    f"{cached} | {failed or 'none'} | {check_s} | {err} |")
+    return "\n".join(rows)
 
 
 def bench_start(client, manifest, n: int) -> dict:
@@ -217,21 +337,49 @@ def main() -> None:
     ap.add_argument("--starts", type=int, default=3)
     ap.add_argument("--skip-build", action="store_true", help="only hub start and forks (the image must exist)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--ab", type=int, default=0, metavar="N",
+                    help="only: N warm rebuilds per app alternating the direct build script and `npm run build`")
+    ap.add_argument("--survey-table", type=Path, metavar="OUT.json", help="print the markdown table of a survey file")
+    ap.add_argument("--npm-start", type=int, default=0, metavar="N",
+                    help="only: `npm run` vs running the script directly, N times each, alternated")
+    ap.add_argument("--build-only", action="store_true", help="only the per-app build numbers (cold, warm npm cache, cached)")
     ap.add_argument("--checkout-survey", type=Path, metavar="OUT.json",
                     help="build every app of --source one by one (resumable; results in OUT.json), "
                          "then the hub of those that built, its size, and `hub check` per app")
     ap.add_argument("--no-check", action="store_true", help="with --checkout-survey: skip `hub check`")
+    ap.add_argument("--cpu-shares", type=int, default=None,
+                    help="CPU weight of the app build containers (e.g. 128 on a shared machine)")
+    ap.add_argument("--stop-file", type=Path, default=None,
+                    help="with --checkout-survey: stop before the next app once this file exists (resumable)")
+    ap.add_argument("--no-full-hub", action="store_true",
+                    help="with --checkout-survey: skip the hub image of every app that built")
     a = ap.parse_args()
     client = connect()
     apps = [x for x in a.apps.split(",") if x] if a.apps else None
     if a.checkout_survey is not None:
-        doc = bench_checkout(client, a.source, a.checkout_survey, apps, not a.no_check)
+        doc = bench_checkout(client, a.source, a.checkout_survey, apps, not a.no_check, a.cpu_shares,
+                             a.stop_file, not a.no_full_hub)
         print(json.dumps({k: v for k, v in doc.items() if k != "apps"}, indent=1))
+        return
+    if a.survey_table is not None:
+        print(survey_table(json.loads(a.survey_table.read_text())))
+        return
+    if a.ab:
+        print(json.dumps(bench_ab(client, a.source, apps, a.ab, a.cpu_shares), indent=1))
+        return
+    if a.npm_start:
+        print(json.dumps(bench_npm_start(client, a.npm_start), indent=1))
         return
     load = os.getloadavg()
     out: dict = {"load_before": [round(x, 2) for x in load]}
     if not a.skip_build:
-        out["build"] = bench_build(client, a.source, apps)
+        out["build"] = bench_build(client, a.source, apps, a.cpu_shares)
+    if a.build_only:
+        out["load_after"] = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps(out, indent=1))
+        if a.json:
+            a.json.write_text(json.dumps(out, indent=1) + "\n")
+        return
     hub = build_hub(a.source, apps, client=client)
     out["hub_image"] = hub.tag
     manifest = read_manifest(client, hub.tag)

@@ -69,6 +69,10 @@ def build(
         "--registry", help="npm registry to install every package from, whatever host a lockfile names "
                            "(default: npm's configured one: $npm_config_registry, ~/.npmrc, else registry.npmjs.org).")] = None,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any app fails to build (default: only when none built).")] = False,
+    cpu_shares: Annotated[Optional[int], typer.Option(
+        "--cpu-shares", min=2, max=262144,
+        help="CPU weight of the app build containers (Docker's --cpu-shares, default 1024); e.g. 128 "
+             "builds on idle CPU and yields to other containers on a shared machine.")] = None,
     ca_bundle: CaBundleOpt = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print every build output line.")] = False,
     json_out: JsonFlag = False,
@@ -86,7 +90,8 @@ def build(
     wanted = _apps_list(apps)
     try:
         with build_progress(output, "hub", verbose) as progress:
-            result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=progress, registry=registry)
+            result = build_hub(source, wanted, ca_bundle=ca_bundle, progress=progress, registry=registry,
+                               cpu_shares=cpu_shares)
     except NothingBuilt as exc:
         table = _build_table([], exc.failures)
         output.result(_validated("hub_build_failed", {"schema": BUILD_FAILED_SCHEMA, "failed": [f.to_json() for f in exc.failures]}),

@@ -117,17 +117,25 @@ def apt_mirror(sources_d: Path = Path("/etc/apt/sources.list.d"), sources_list: 
     return DEFAULT_MIRROR
 
 
-def base_hash(mirror: str) -> str:
-    return hashlib.sha256(f"{BASE_SUITE}|{BASE_VARIANT}|{mirror}|{RECIPE_VERSION}".encode()).hexdigest()[:12]
+def base_hash(mirror: str, suite: str = BASE_SUITE) -> str:
+    return hashlib.sha256(f"{suite}|{BASE_VARIANT}|{mirror}|{RECIPE_VERSION}".encode()).hexdigest()[:12]
 
 
-def ensure_base(client: DockerClient | None = None, *, progress: Progress | None = None) -> str:
-    """Image id of `shinken/base-bookworm:<hash>`, creating it with debootstrap when missing."""
+def base_repo(suite: str = BASE_SUITE) -> str:
+    """`shinken/base-<suite>`: the debootstrapped base of one Debian suite."""
+    return REPO["base"] if suite == BASE_SUITE else f"shinken/base-{suite}"
+
+
+def ensure_base(client: DockerClient | None = None, *, progress: Progress | None = None,
+                suite: str = BASE_SUITE) -> str:
+    """Image id of `shinken/base-<suite>:<hash>` (default bookworm, what the sandbox images
+    use), creating it with debootstrap when missing. The suite's packages come from the mirror
+    this machine's apt uses for bookworm."""
     client = _client(client)
     mirror = apt_mirror()
-    h = base_hash(mirror)
-    repo = REPO["base"]
-    with _build_lock("base"):
+    h = base_hash(mirror, suite)
+    repo = base_repo(suite)
+    with _build_lock("base" if suite == BASE_SUITE else f"base-{suite}"):
         found = _image_id(client, f"{repo}:{h}")
         if found:
             return found
@@ -138,20 +146,21 @@ def ensure_base(client: DockerClient | None = None, *, progress: Progress | None
             _say(progress, f"adopting existing {repo}:latest as {repo}:{h}")
             client.api.tag(latest.id, repo, h)
             return str(latest.id)
-        return _debootstrap_base(client, mirror, h, progress)
+        return _debootstrap_base(client, mirror, h, progress, suite)
 
 
-def _debootstrap_base(client: DockerClient, mirror: str, h: str, progress: Progress | None) -> str:
+def _debootstrap_base(client: DockerClient, mirror: str, h: str, progress: Progress | None,
+                      suite: str = BASE_SUITE) -> str:
     if shutil.which("debootstrap") is None:
         raise EnvironmentProblem("building the base image needs debootstrap; run `apt-get install debootstrap`")
     if os.geteuid() != 0:
         raise EnvironmentProblem("building the base image runs debootstrap, which needs root; rerun as root")
-    repo = REPO["base"]
+    repo = base_repo(suite)
     with tempfile.TemporaryDirectory(prefix="shinken-base-", dir="/var/tmp") as tmp:
         root = Path(tmp) / "rootfs"
-        _say(progress, f"debootstrap --variant={BASE_VARIANT} {BASE_SUITE} {mirror}")
+        _say(progress, f"debootstrap --variant={BASE_VARIANT} {suite} {mirror}")
         proc = subprocess.Popen(
-            ["debootstrap", f"--variant={BASE_VARIANT}", BASE_SUITE, str(root), mirror],
+            ["debootstrap", f"--variant={BASE_VARIANT}", suite, str(root), mirror],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         tail: list[str] = []

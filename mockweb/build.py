@@ -1,8 +1,8 @@
 """`shinken hub build`: an image serving chosen mock apps of a CUA-Gym-Hub checkout.
 
 Three levels, each cached by content hash so a rebuild only redoes what changed:
-- `shinken/hub-node:<h>`: Node.js + npm from Debian on the debootstrapped base (h: recipe +
-  base image id);
+- `shinken/hub-node:<h>`: Node.js 20 + npm from Debian trixie on a debootstrapped trixie base
+  (h: recipe + base image id);
 - `shinken/hub-app-<app>:<h>` per app: the app's sources with `npm ci` (or `npm install`
   without a lockfile) and `npm run build` done (h: the app's sources and lockfile + the
   node image). Built in a container on the host network with a shared npm cache
@@ -18,7 +18,9 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +38,14 @@ from shinken.images.build import (
     _read_ca,
     _tag_latest,
     base_hash,
+    base_repo,
     apt_mirror,
     ensure_base,
     run_build,
 )
 from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
 from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
-from shinken.mockweb.registry import DEFAULT_REGISTRY, Rewrite, configured_registry, rewrite_lockfile
+from shinken.mockweb.registry import DEFAULT_REGISTRY, NpmConfig, Rewrite, npm_config, rewrite_lockfile
 from shinken.sandbox.ownership import labels_for
 
 HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
@@ -55,6 +58,10 @@ APPS_ROOT = "/hub/apps"
 FIRST_APP_PORT = 8000  # direct ports, numbered like deploy-all.sh (8000 + index in name order)
 APP_BUILD_TIMEOUT_S = 1800.0
 HUB_UID = 1000
+NPMRC_DIR = "/run/shinken-npm"  # where an app build sees its npm user config (a read-only mount)
+# Debian suite of the node image: trixie's Node 20.19 (bookworm's 18.20 cannot build or serve
+# the apps that lock Vite 7/8, which need Node >= 20.19).
+NODE_SUITE = "trixie"
 
 Progress = Callable[[str], None]
 
@@ -77,6 +84,9 @@ class AppBuild:
     cached: bool
     seconds: float
     log: str | None = None  # the build log (None when the image was found cached)
+    # seconds per step of a build: `install` (npm ci / npm install), `build` (npm run build),
+    # `commit` (docker commit of the built container); empty when cached
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,7 +144,8 @@ class HubBuild:
             "cached": self.cached, "seconds": round(self.seconds, 2), "node_seconds": round(self.node_seconds, 2),
             "registry": self.registry,
             "apps": [{"name": a.name, "tag": a.tag, "id": a.image_id, "source_hash": a.source_hash,
-                      "cached": a.cached, "seconds": round(a.seconds, 2), "log": a.log} for a in self.apps],
+                      "cached": a.cached, "seconds": round(a.seconds, 2), "log": a.log, "phases": a.phases}
+                     for a in self.apps],
             "failed": [f.to_json() for f in self.failed],
             "manifest": self.manifest,
         }
@@ -156,7 +167,7 @@ def _tar(files: dict[str, bytes]) -> io.BytesIO:
 
 def ensure_node_image(client: Any, progress: Progress | None = None) -> tuple[str, str, bool]:
     """(tag, image id, cached) of shinken/hub-node for the current base image."""
-    base_id = ensure_base(client, progress=progress)
+    base_id = ensure_base(client, progress=progress, suite=NODE_SUITE)
     dockerfile = (HUB_IMAGE_DIR / "node.Dockerfile").read_bytes()
     h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\nbase=" + base_id.encode() + b"\n" + dockerfile).hexdigest()[:12]
     tag = f"{NODE_REPO}:{h}"
@@ -166,7 +177,7 @@ def ensure_node_image(client: Any, progress: Progress | None = None) -> tuple[st
             return tag, found, True
         _say(progress, f"building {tag} (Node.js and npm from Debian)")
         image_id = run_build(client, _tar({"Dockerfile": dockerfile}), tag, f"hub-node-{h}",
-                             buildargs={"BASE_IMAGE": f"shinken/base-bookworm:{base_hash(apt_mirror())}"},
+                             buildargs={"BASE_IMAGE": f"{base_repo(NODE_SUITE)}:{base_hash(apt_mirror(), NODE_SUITE)}"},
                              labels={LABEL_HASH: h, LABEL_IMAGE: "hub-node", LABEL_PARENT: base_id},
                              progress=progress, nocache=False)
         _tag_latest(client, image_id, NODE_REPO)
@@ -180,9 +191,9 @@ def app_content_hash(app: MockApp, node_id: str) -> str:
     return hashlib.sha256(f"recipe={RECIPE_VERSION}\nnode={node_id}\nsource={source_hash(app)}\n".encode()).hexdigest()[:12]
 
 
-def _source_tar(app: MockApp, registry: str) -> tuple[bytes, Rewrite | None]:
-    """The app's sources as a tar, its lockfile's tarball URLs on `registry` (what was
-    rewritten, or None without a lockfile)."""
+def _source_tar(app: MockApp, npm: NpmConfig) -> tuple[bytes, Rewrite | None]:
+    """The app's sources as a tar, its lockfile's tarball URLs on the configured registry (a
+    scoped package's on its scope's registry) (what was rewritten, or None without a lockfile)."""
     buf = io.BytesIO()
     rewrite: Rewrite | None = None
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -192,7 +203,7 @@ def _source_tar(app: MockApp, registry: str) -> tuple[bytes, Rewrite | None]:
             info.uname = info.gname = "root"
             data = path.read_bytes()
             if rel == "package-lock.json":
-                data, rewrite = rewrite_lockfile(data, registry)
+                data, rewrite = rewrite_lockfile(data, npm.registry, npm.scopes)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue(), rewrite
@@ -201,19 +212,52 @@ def _source_tar(app: MockApp, registry: str) -> tuple[bytes, Rewrite | None]:
 # npm reads the proxy CA both as its own `cafile` and as Node's extra CAs (install scripts);
 # `npm ci` needs a lockfile that matches package.json, `npm install` works without one. $2 is
 # the configured registry: the lockfile's tarball URLs were rewritten to it (mockweb.registry).
+# The user config npm reads ($npm_config_userconfig) is shinken's, mounted read-only for the
+# build only: the registries, scoped registries and their credentials (never in the image).
+# `shinken-phase: NAME START END` lines time the steps (parsed into AppBuild.phases).
+# $3: the app's build script when it can run without npm (see `direct_script`): what `npm run
+# build` would run, with node_modules/.bin on PATH, minus npm's own start (seconds under load).
 _APP_BUILD_SCRIPT = r"""set -e
 cd "$1"
 export npm_config_registry="$2"
 export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+# a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
+export npm_config_fetch_timeout=900000 npm_config_fetch_retries=5 npm_config_fetch_retry_maxtimeout=120000
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
+t0=$EPOCHREALTIME
 if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
-npm run build
+t1=$EPOCHREALTIME
+echo "shinken-phase: install $t0 $t1"
+if [ -n "$3" ]; then
+  echo "> $3"
+  PATH="$PWD/node_modules/.bin:$PATH" npm_lifecycle_event=build sh -c "$3"
+else
+  npm run build
+fi
+t2=$EPOCHREALTIME
+echo "shinken-phase: build $t1 $t2"
 test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html" >&2; exit 3; }
 """
+_PHASE = re.compile(r"^shinken-phase: (\w+) ([0-9.]+) ([0-9.]+)\s*$")
 
 _ERROR_LINE = re.compile(r"\b\w*(error|ERROR|Error)\b|ERR!|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|requires Node")
 _FAILED_LINE = re.compile(r"\b(failed|FAILED|Failed)\b")  # weaker: `x Build failed in 695ms` comes before the error
 _NPM_CODE_ONLY = re.compile(r"npm ERR! (code|errno|syscall) \S+\s*$")
+
+
+def direct_script(folder: Path, name: str) -> str | None:
+    """The package.json script `name` when `npm run <name>` would only run it (no `pre<name>`
+    or `post<name>` hook): shinken then runs it with `sh -c` and node_modules/.bin on PATH, as
+    npm does, without starting npm (Debian's npm takes seconds to start under load). None: use
+    `npm run` (hooks, or a package.json that cannot be read)."""
+    try:
+        scripts = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("scripts") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    script = scripts.get(name) if isinstance(scripts, dict) else None
+    if not isinstance(script, str) or not script.strip() or f"pre{name}" in scripts or f"post{name}" in scripts:
+        return None
+    return script
 
 
 def first_error_line(lines: list[str]) -> str:
@@ -234,13 +278,19 @@ def first_error_line(lines: list[str]) -> str:
 
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
               progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None,
-              registry: str = DEFAULT_REGISTRY) -> AppBuild:
+              registry: str = DEFAULT_REGISTRY, cpu_shares: int | None = None,
+              npm: NpmConfig | None = None, run_directly: bool = True) -> AppBuild:
     """The built image of one app, cached by the hash of its sources and the node image.
     npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
     by every app build; the benchmark passes an empty one to time a cold build). registry: the
     npm registry every package is installed from, whatever host the lockfile names (the
     tarballs' integrity hashes are kept, so the image is the same whichever registry served
-    them). A failed build raises AppBuildFailed."""
+    them). npm: the npm settings (registry, scoped registries, credentials; default: `registry`
+    alone); credentials reach the build through a private file mounted for it only.
+    run_directly: run the build script without npm when npm would only run it (False: always
+    `npm run build`, for comparing the two). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
+    128 lets a long survey use idle CPU and yield to other work). A failed build raises
+    AppBuildFailed."""
     t0 = time.monotonic()
     h = app_content_hash(app, node_id)
     src = source_hash(app)
@@ -251,19 +301,25 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
             return AppBuild(app.name, tag, found, src, True, time.monotonic() - t0)
         _say(progress, f"building {tag} ({app.name}: npm {'ci' if app.has_lockfile else 'install'} + npm run build)")
         try:
-            image_id, log = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
-                                                    npm_cache or cache_root() / "hub-npm", registry)
+            image_id, log, phases = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
+                                                            npm_cache or cache_root() / "hub-npm",
+                                                            npm or NpmConfig(registry, "--registry"), cpu_shares,
+                                                            run_directly)
         except AppBuildFailed as exc:
             exc.seconds = time.monotonic() - t0
             raise
-    return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0, str(log))
+    return AppBuild(app.name, tag, image_id, src, False, time.monotonic() - t0, str(log), phases)
 
 
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
                             ca_pem: bytes, progress: Progress | None, npm_cache: Path,
-                            registry: str) -> tuple[str, Path]:
+                            npm: NpmConfig, cpu_shares: int | None = None,
+                            run_directly: bool = True) -> tuple[str, Path, dict[str, float]]:
     import docker.errors
+    import requests.exceptions
 
+    # an engine too busy to answer within the SDK's timeout raises requests' errors, not APIError
+    engine_errors = (docker.errors.APIError, requests.exceptions.RequestException)
     api = client.api
     npm_cache.mkdir(parents=True, exist_ok=True)
     ca_file = cache_root() / "hub-ca.pem"
@@ -271,8 +327,17 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     log_dir = cache_root() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"hub-app-{_slug(app.name)}-{h}.log"
-    sources, rewrite = _source_tar(app, registry)
-    notes = rewrite.log_lines() if rewrite is not None else [f"shinken: no package-lock.json; npm install from {registry}"]
+    registry = npm.registry
+    sources, rewrite = _source_tar(app, npm)
+    notes = npm.log_lines()
+    notes += rewrite.log_lines() if rewrite is not None else [f"shinken: no package-lock.json; npm install from {registry}"]
+    secrets = npm.secrets()
+
+    def scrub(text: str) -> str:  # npm redacts tokens itself; this keeps any echo of one out of the log too
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        return text
+
     with open(log_path, "w", encoding="utf-8") as log:
         log.write("".join(n + "\n" for n in notes))
     for n in notes:
@@ -283,46 +348,78 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                               + "\n".join(lines[-12:]) + f"\n(full log: {log_path})",
                               first_error_line(lines) if lines else message, log_path)
 
-    binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}}
-    hc = api.create_host_config(binds=binds, network_mode="host", init=True)
+    # The build's npm user config (registries, credentials) in a private folder of its own,
+    # mounted read-only for this build and removed after it.
+    npmrc_dir = Path(tempfile.mkdtemp(prefix="shinken-npmrc-"))
+    (npmrc_dir / "npmrc").write_bytes(npm.npmrc())
+    (npmrc_dir / "npmrc").chmod(0o600)
+    binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"},
+             str(npmrc_dir): {"bind": NPMRC_DIR, "mode": "ro"}}
+    hc = api.create_host_config(binds=binds, network_mode="host", init=True, cpu_shares=cpu_shares)
     labels = labels_for("build", task=f"hub-app-{app.name}")
     try:
         cid = api.create_container(node_tag, command=["sleep", "infinity"], host_config=hc, labels=labels,
                                    working_dir=APPS_ROOT, detach=True)["Id"]
-    except docker.errors.APIError as exc:
-        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc}") from None
+    except engine_errors as exc:
+        shutil.rmtree(npmrc_dir, ignore_errors=True)
+        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
+                                 "Docker engine answers again)") from None
     tail: list[str] = []
     errors: list[str] = []  # the first lines that name an error, for the summary table
+    phases: dict[str, float] = {}
     try:
         api.start(cid)
         api.put_archive(cid, APPS_ROOT, sources)
-        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry])
+        direct = direct_script(app.folder, "build") if run_directly else None
+        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry,
+                                   direct or ""],
+                             environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc"})
         deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
+        pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
+
+        def take(line: str) -> None:
+            nonlocal tail
+            m = _PHASE.match(line)
+            if m:
+                phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
+            elif line.strip():
+                tail = (tail + [line])[-30:]
+                if len(errors) < 40 and (_ERROR_LINE.search(line) or _FAILED_LINE.search(line)):
+                    errors.append(line)
+                _say(progress, f"[{app.name}] {line}")
+
         with open(log_path, "a", encoding="utf-8") as log:
             for chunk in api.exec_start(ex["Id"], stream=True):
-                text = chunk.decode("utf-8", "replace")
-                log.write(text)
-                for line in text.splitlines():
-                    if line.strip():
-                        tail = (tail + [line])[-30:]
-                        if len(errors) < 40 and (_ERROR_LINE.search(line) or _FAILED_LINE.search(line)):
-                            errors.append(line)
-                        _say(progress, f"[{app.name}] {line}")
+                *whole, pending = (pending + chunk).split(b"\n")
+                for raw in whole:
+                    line = scrub(raw.decode("utf-8", "replace"))
+                    log.write(line + "\n")
+                    take(line.rstrip("\r"))
                 if time.monotonic() > deadline:
                     raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors + tail)
+            if pending:
+                line = scrub(pending.decode("utf-8", "replace"))
+                log.write(line + "\n")
+                take(line)
         code = api.exec_inspect(ex["Id"]).get("ExitCode")
         if code != 0:
             raise failed(f"npm build of {app.name} failed (exit {code})", errors + tail if errors else tail)
         repo, version = tag.split(":")
         img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
+        tc = time.monotonic()
         res = api.commit(cid, repository=repo, tag=version, conf={"Labels": img_labels, "Cmd": ["sleep", "infinity"]})
-        return str(res["Id"]), log_path
-    except docker.errors.APIError as exc:
-        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path})") from None
+        phases["commit"] = round(time.monotonic() - tc, 2)
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write("shinken: seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + "\n")
+        return str(res["Id"]), log_path, phases
+    except engine_errors as exc:
+        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path}; retry when the Docker "
+                                 "engine answers again)") from None
     finally:
+        shutil.rmtree(npmrc_dir, ignore_errors=True)
         try:
             api.remove_container(cid, force=True, v=True)
-        except docker.errors.APIError:
+        except engine_errors:
             pass  # labelled `build`: `shinken gc` reclaims it
 
 
@@ -373,18 +470,21 @@ def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
 
 def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any = None,
               ca_bundle: Path | str | None = None, progress: Progress | None = None,
-              nocache: bool = False, registry: str | None = None) -> HubBuild:
+              nocache: bool = False, registry: str | None = None, cpu_shares: int | None = None) -> HubBuild:
     """Build (or find cached) the hub image serving every app of `app_names` (default: all
     apps of the checkout at `source`) that builds. An app that fails is left out and named
     (HubBuild.failed, the manifest's `left_out`); NothingBuilt when none built.
-    registry: the npm registry to install from (default: npm's configured one)."""
+    registry: the npm registry to install from (default: npm's configured one). cpu_shares:
+    the app build containers' CPU weight (see build_app)."""
     t0 = time.monotonic()
     chosen = select_apps(discover_apps(source), app_names)
     check_aliases(chosen)
     client = _client(client)
     ca_pem = _read_ca(ca_bundle)
-    reg, reg_from = configured_registry(registry)
-    _say(progress, f"npm registry: {reg} ({reg_from}); every lockfile's tarball URLs point there")
+    npm = npm_config(registry)
+    reg = npm.registry
+    _say(progress, f"npm registry: {reg} ({npm.source}); every lockfile's tarball URLs point there"
+         + (f" (scoped: {', '.join(f'{k} {v}' for k, v in sorted(npm.scopes.items()))})" if npm.scopes else ""))
     tn = time.monotonic()
     node_tag, node_id, _ = ensure_node_image(client, progress)
     node_seconds = time.monotonic() - tn
@@ -393,7 +493,7 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
     for a in chosen:
         try:
             builds.append(build_app(client, a, node_tag, node_id, ca_pem, progress=progress, nocache=nocache,
-                                    registry=reg))
+                                    registry=reg, cpu_shares=cpu_shares, npm=npm))
         except AppBuildFailed as exc:
             failed.append(AppFailure(a.name, source_hash(a), exc.seconds, exc.first_error,
                                      str(exc.log) if exc.log else None))

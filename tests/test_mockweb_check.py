@@ -50,6 +50,15 @@ def test_a_lockfile_naming_an_unreachable_host_builds_from_the_configured_regist
     assert json.loads((app.folder / "package-lock.json").read_text()) == lock
 
 
+def test_the_hub_node_image_runs_node_20_19_or_newer(docker_client) -> None:
+    """Vite 7 and 8 (locked by about ten of the public hub's apps) refuse Node < 20.19."""
+    node_tag, _, _ = ensure_node_image(docker_client)
+    out = docker_client.containers.run(node_tag, ["node", "-p", "process.versions.node"], remove=True,
+                                       network_mode="none").decode().strip()
+    major, minor = (int(x) for x in out.split(".")[:2])
+    assert (major, minor) >= (20, 19), out
+
+
 @pytest.fixture(scope="module")
 def standin_hub(checkout: Path) -> dict:
     """`shinken hub build` (no --apps) of the stand-in checkout: every app but `broken` builds."""

@@ -10,7 +10,7 @@ import pytest
 
 from shinken.errors import ShinkenError
 from shinken.mockweb.build import first_error_line
-from shinken.mockweb.registry import DEFAULT_REGISTRY, configured_registry, rewrite_lockfile
+from shinken.mockweb.registry import DEFAULT_REGISTRY, configured_registry, npm_config, rewrite_lockfile
 
 REPO = Path(__file__).resolve().parent.parent
 MAILBOX_LOCK = REPO / "tests" / "data" / "hub" / "websites" / "mailbox_mock" / "package-lock.json"
@@ -102,3 +102,60 @@ def test_the_first_error_line_of_a_build_log() -> None:
     assert first_error_line(["x", "TypeError: y is not a function", "z"]) == "TypeError: y is not a function"
     assert first_error_line(["all good", "exit 3"]) == "exit 3"
     assert first_error_line([]) == "no output"
+
+
+def test_scoped_registries_and_credentials_are_read_as_npm_reads_them(tmp_path: Path) -> None:
+    (tmp_path / ".npmrc").write_text(
+        "registry=https://npm.corp.example/npm/\n"
+        "@acme:registry=http://127.0.0.1:4873\n"
+        "@other:registry = \"https://bob:s3cr%40t@other.example/r/\"\n"
+        "//127.0.0.1:4873/:_authToken=${ACME_TOKEN}\n"
+        "; a comment\n"
+        "//npm.corp.example/npm/:_authToken=corp-token\n"
+        "_authToken=ignored-when-the-registry-has-its-own\n"
+        "fund=false\n")
+    cfg = npm_config(None, env={"ACME_TOKEN": "tok-123"}, home=tmp_path)
+    assert cfg.registry == "https://npm.corp.example/npm/" and cfg.source == str(tmp_path / ".npmrc")
+    assert cfg.scopes == {"@acme": "http://127.0.0.1:4873/", "@other": "https://other.example/r/"}
+    assert cfg.auth["//127.0.0.1:4873/:_authToken"] == "tok-123"  # ${VAR} read from the environment
+    assert cfg.auth["//npm.corp.example/npm/:_authToken"] == "corp-token"
+    assert cfg.auth["//other.example/r/:_auth"] == "Ym9iOnMzY3JAdA=="  # base64("bob:s3cr@t"), out of the URL
+    assert cfg.registry_for("@acme/greet") == "http://127.0.0.1:4873/"
+    assert cfg.registry_for("react") == cfg.registry_for("@types/node") == "https://npm.corp.example/npm/"
+    rc = cfg.npmrc().decode()
+    assert "@acme:registry=http://127.0.0.1:4873/\n" in rc and "//127.0.0.1:4873/:_authToken=tok-123\n" in rc
+    logged = "\n".join(cfg.log_lines())
+    assert "@acme packages install from http://127.0.0.1:4873/" in logged and "//127.0.0.1:4873/" in logged
+    assert not any(s in logged for s in cfg.secrets()) and sorted(cfg.secrets()) == sorted(
+        ["tok-123", "corp-token", "Ym9iOnMzY3JAdA=="])
+    # $npm_config_userconfig names the file npm reads; an unset ${VAR} is named, not a traceback.
+    other = tmp_path / "elsewhere.npmrc"
+    other.write_text("//h.example/:_authToken=${MISSING}\n")
+    with pytest.raises(ShinkenError, match=r"\$\{MISSING\}, which is not set"):
+        npm_config(None, env={"npm_config_userconfig": str(other)}, home=tmp_path)
+    assert npm_config(None, env={}, home=tmp_path / "none").auth == {}
+
+
+def test_a_scoped_package_is_moved_to_its_scopes_registry() -> None:
+    data = _lock({
+        "node_modules/@acme/greet": "https://npm.acme.invalid/@acme/greet/-/greet-1.0.0.tgz",
+        "node_modules/@acme/kept": "http://127.0.0.1:4873/@acme/kept/-/kept-2.0.0.tgz",
+        "node_modules/@acme/wrongly-public": "https://registry.npmjs.org/@acme/wrongly-public/-/wrongly-public-1.0.0.tgz",
+        "node_modules/react": "https://registry.npmmirror.com/react/-/react-18.2.0.tgz",
+        "node_modules/@types/node": "https://registry.npmmirror.com/@types/node/-/node-20.0.0.tgz",
+    })
+    scoped = "http://127.0.0.1:4873/"
+    out, rw = rewrite_lockfile(data, DEFAULT_REGISTRY, {"@acme": scoped})
+    pkgs = json.loads(out)["packages"]
+    assert pkgs["node_modules/@acme/greet"]["resolved"] == scoped + "@acme/greet/-/greet-1.0.0.tgz"
+    assert pkgs["node_modules/@acme/kept"]["resolved"] == scoped + "@acme/kept/-/kept-2.0.0.tgz"
+    assert pkgs["node_modules/@acme/wrongly-public"]["resolved"] == scoped + "@acme/wrongly-public/-/wrongly-public-1.0.0.tgz"
+    assert pkgs["node_modules/react"]["resolved"] == DEFAULT_REGISTRY + "react/-/react-18.2.0.tgz"
+    assert pkgs["node_modules/@types/node"]["resolved"] == DEFAULT_REGISTRY + "@types/node/-/node-20.0.0.tgz"
+    assert rw.kept == 1 and rw.moved_to == {"npm.acme.invalid": {scoped: 1}, "registry.npmjs.org": {scoped: 1},
+                                            "registry.npmmirror.com": {DEFAULT_REGISTRY: 2}}
+    lines = rw.log_lines()
+    assert any("from npm.acme.invalid; installing them from the registry configured for @acme http://127.0.0.1:4873/"
+               in ln for ln in lines), lines
+    assert any("2 package(s) from registry.npmmirror.com; installing them from the configured registry "
+               f"{DEFAULT_REGISTRY}" in ln for ln in lines), lines

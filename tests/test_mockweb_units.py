@@ -292,3 +292,15 @@ def test_a_relaunch_record_names_the_forks_sid() -> None:
     assert new.roots[1] == rec.roots[1] and new.signature() == rec.signature()
     assert "abc-1" not in new.restore_arg() and "abc-1" in rec.restore_arg()
     assert rec.renamed("", "x") is rec and rec.renamed("abc-1", "abc-1") is rec
+
+
+def test_a_script_npm_would_only_run_is_run_without_npm(tmp_path: Path) -> None:
+    from shinken.mockweb.build import direct_script
+
+    (tmp_path / "package.json").write_text(json.dumps({"scripts": {
+        "build": "tsc && vite build", "preview": "vite preview", "prepreview": "echo hook", "dev": ""}}))
+    assert direct_script(tmp_path, "build") == "tsc && vite build"
+    assert direct_script(tmp_path, "preview") is None  # a pre-hook: npm run keeps it
+    assert direct_script(tmp_path, "dev") is None and direct_script(tmp_path, "start") is None
+    (tmp_path / "package.json").write_text("{not json")
+    assert direct_script(tmp_path, "build") is None
