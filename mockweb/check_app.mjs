@@ -8,6 +8,8 @@
 // Every check changes only keys of its own (`shinken_probe*`) on top of the app's default
 // state, and compares only those, so a mock that adds its own defaults to what it stores
 // still passes.
+import http from 'node:http';
+
 const arg = JSON.parse(process.argv[process.argv.length - 1]);
 const TIMEOUT_MS = 60000;
 const base = `http://127.0.0.1:${arg.port}`;
@@ -138,17 +140,47 @@ function bigText() {
   const out = [];
   let bytes = 0;
   for (let i = 0; bytes < 1_200_000; i += 1) {
-    const p = parts[(i * 7 + (i >> 3)) % parts.length];
+    const p = parts[(i * 5 + (i >> 3)) % parts.length];  // 5 is prime to 7: neighbours differ
     out.push(p);
     bytes += Buffer.byteLength(p);
   }
   return out.join('');
 }
 
+// The body written in odd-sized pieces with a pause between them (Content-Length kept), so the
+// app's server reads it in chunks whose edges fall inside multi-byte characters whatever the
+// load: sent in one write, a quiet machine can hand it over in chunks whose edges happen to
+// fall between characters, and a per-chunk decoder then goes unnoticed.
+const PIECE = 8191;
+function postPaced(sid, body) {
+  const data = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}/post?sid=${encodeURIComponent(sid)}`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': data.length },
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    }, (res) => {
+      const parts = [];
+      res.on('data', (c) => parts.push(c));
+      res.on('end', () => (res.statusCode === 200 ? resolve()
+        : reject(new Error(`POST /post (${body.action}) answered ${res.statusCode}: ${Buffer.concat(parts).toString('utf8').slice(0, 160)}`))));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.setNoDelay(true);
+    (async () => {
+      for (let at = 0; at < data.length; at += PIECE) {
+        req.write(data.subarray(at, at + PIECE));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+      req.end();
+    })().catch(reject);
+  });
+}
+
 async function utf8Large(sid) {
   const text = bigText();
   const start = { ...(await defaults(sid)), shinken_probe_utf8: text };
-  await post(sid, { action: 'set', state: start });
+  await postPaced(sid, { action: 'set', state: start });
   let doc;
   try {
     doc = await go(sid);
