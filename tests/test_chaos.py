@@ -15,7 +15,6 @@ its servers when one dies, so that row cannot share the suite's Gym session."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -44,8 +43,6 @@ def _row(ws: Path) -> dict:
     raise LookupError(TASK)
 
 
-@pytest.mark.skipif(os.environ.get("SHINKEN_GYM_CHAOS") != "1",
-                    reason="opt-in (SHINKEN_GYM_CHAOS=1) until it has passed through Gym once (docs/reliability.md)")
 def test_gym_eval_run_masks_every_fault_kind(gym_env) -> None:
     plan = chaos.mixed_plans(GROUPS, PASSES, SEED)
     rows = chaos.run_plan(gym_env["container"], gym_env["ws"], gym_env["policy"], _row(gym_env["ws"]), plan,
