@@ -377,13 +377,7 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
     try:
         live = []
         for _ in range(in_flight):
-            seed = gh.post(port, "/seed_session", task_row)
-            assert seed.status == 200, seed.text
-            cookies = dict(seed.cookies)
-            r = gh.post(port, "/computer_exec", {"command": CONTAINER_ID}, cookies)
-            assert r.status == 200, r.text
-            cookies.update(r.cookies)
-            live.append((cookies, r.text.split()[-1]))
+            live.append(_seed_one(port, task_row))
         owner = docker("inspect", "-f", '{{index .Config.Labels "shinken.owner"}}', live[0][1]).stdout.strip()
         assert owner, "the fork names its owner"
         import signal

@@ -109,13 +109,13 @@ def test_unknown_alerts_mode_is_one_line_exit_2() -> None:
 
 # --- the real apps on the CUA image -------------------------------------------------------------
 
-def _alert_task(root: Path) -> None:
-    """A release-shaped task whose setup leaves an app's error alert beside its work (zenity
-    --error stands for VLC's "Errors" dialog: an AT-SPI alert with a title and a text)."""
-    d = root / ALERT_TASK
+def _launching_task(root: Path, task_id: str, app_type: str, command: str, sleep_s: int) -> None:
+    """A release-shaped task whose initial_setup.py starts `command` through the generator's own
+    `launch_gui(...)` and whose reward asks for /home/user/done.txt (the agent's work)."""
+    d = root / task_id
     d.mkdir()
     (d / "task.json").write_text(json.dumps({
-        "id": ALERT_TASK, "instruction": "Write the word done into /home/user/done.txt.", "app_type": "os",
+        "id": task_id, "instruction": "Write the word done into /home/user/done.txt.", "app_type": app_type,
         "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py",
                                                                   "path": "/home/user/initial_setup.py"}]}},
                    {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
@@ -126,34 +126,23 @@ def _alert_task(root: Path) -> None:
         "    env = os.environ.copy(); env['DISPLAY'] = ':0'\n"
         "    subprocess.Popen(shlex.split(cmd), env=env, start_new_session=True,\n"
         "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        f"launch_gui('zenity --error --title Errors --text \"{ALERT_TEXT}\"')\n"
-        "time.sleep(1)\n")
+        f"launch_gui({command!r})\n"
+        f"time.sleep({sleep_s})\n")
     (d / "reward.py").write_text(
         "import os\nok = os.path.exists('/home/user/done.txt')\nprint(f'REWARD: {1.0 if ok else 0.0}')\n")
+
+
+def _alert_task(root: Path) -> None:
+    """A task whose setup leaves an app's error alert beside its work (zenity --error stands for
+    VLC's "Errors" dialog: an AT-SPI alert with a title and a text)."""
+    _launching_task(root, ALERT_TASK, "os", f'zenity --error --title Errors --text "{ALERT_TEXT}"', 1)
 
 
 def _wizard_task(root: Path) -> None:
-    """The control for Thunderbird's first-run wizard: a release-shaped Thunderbird task whose setup
-    writes no profile or account (as the reported release task's did, in effect, before the image
-    opened the profile it wrote), so Thunderbird makes a new profile and shows Account Setup."""
-    d = root / WIZARD_TASK
-    d.mkdir()
-    (d / "task.json").write_text(json.dumps({
-        "id": WIZARD_TASK, "instruction": "Write the word done into /home/user/done.txt.", "app_type": "thunderbird",
-        "config": [{"type": "download", "parameters": {"files": [{"url": "./initial_setup.py",
-                                                                  "path": "/home/user/initial_setup.py"}]}},
-                   {"type": "execute", "parameters": {"command": "python3 /home/user/initial_setup.py"}}],
-        "evaluator": {"type": "python", "url": "./reward.py"}}))
-    (d / "initial_setup.py").write_text(
-        "import os, shlex, subprocess, time\n"
-        "def launch_gui(cmd):\n"
-        "    env = os.environ.copy(); env['DISPLAY'] = ':0'\n"
-        "    subprocess.Popen(shlex.split(cmd), env=env, start_new_session=True,\n"
-        "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        "launch_gui('thunderbird')\n"
-        "time.sleep(5)\n")
-    (d / "reward.py").write_text(
-        "import os\nok = os.path.exists('/home/user/done.txt')\nprint(f'REWARD: {1.0 if ok else 0.0}')\n")
+    """The control for Thunderbird's first-run wizard: a Thunderbird task whose setup writes no
+    profile or account (as the reported release task's did, in effect, before the image opened the
+    profile it wrote), so Thunderbird makes a new profile and shows Account Setup."""
+    _launching_task(root, WIZARD_TASK, "thunderbird", "thunderbird", 5)
 
 
 @pytest.fixture(scope="module")
