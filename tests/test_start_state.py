@@ -131,6 +131,7 @@ def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
         # K=2: one no-op on the golden's own build computer, one on a fork made at the tier and checked
         assert line["start_state"]["computers"] == ["golden", line["tier"]], line["start_state"]
         assert line["start_state"]["checked"] == 1 and line["start_state"]["signature"]
+        assert line["start_state"]["settled"] is True, line["start_state"]  # never kept otherwise
         assert any(DESKTOP_DEMOS[tid][0] in w for w in line["start_state"]["windows"]), line["start_state"]
     dialog = by_id[WRITER_DIALOG]
     assert dialog["start_state"]["passed_over"] and "missing dialog 'Find and Replace'" in dialog["detail"]
