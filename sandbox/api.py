@@ -85,12 +85,13 @@ class UnsettledDesktop(InfraError):
     start, or a setup that never settles; never evidence of a defective task. The probe drops the
     task as `infra_error` (tried again by the next run); the engine masks the rollout."""
 
-    def __init__(self, task_id: str, records: list[DesktopRecord], timeout_s: float) -> None:
+    def __init__(self, task_id: str, records: list[DesktopRecord], bounds_s: tuple[float, ...]) -> None:
         self.task_id = task_id
         self.records = list(records)
-        self.timeout_s = timeout_s
+        self.bounds_s = tuple(bounds_s)  # each build's record bound, in order
         last = self.records[-1] if self.records else DesktopRecord(settled=False)
-        super().__init__(f"the desktop the setup of {task_id} left did not settle within {timeout_s:g} s in "
+        within = " and ".join(f"{b:g} s" for b in self.bounds_s)
+        super().__init__(f"the desktop the setup of {task_id} left did not settle within {within} in "
                          f"{len(self.records)} golden build(s); the last {last.describe_unsettled()}")
 
 

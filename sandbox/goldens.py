@@ -126,7 +126,8 @@ def golden_tag(bundle: Bundle, base_id: str) -> str:
     return f"shinken-golden/{_tag_component(bundle.id)}:{h}"
 
 
-def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int, str | None, DesktopRecord]:
+def set_up(box: Container, bundle: Bundle, *, deadline: float,
+           record_timeout: float = start_state.RECORD_TIMEOUT_S) -> tuple[int, int, str | None, DesktopRecord]:
     """Run the bundle's whole config on a fresh container (launch/open steps included; the
     desktop up first: setups drive the GUI, and its processes join the baseline) and record what
     it left running and showing. Returns the numeric ids of `user`, the container's host name
@@ -137,11 +138,11 @@ def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int
     uid, gid = int(doc["uid"]), int(doc["gid"])
     box.ids = UserIds(uid, gid)
     box.run_steps(bundle.setup, bundle, where="config", deadline=deadline)
-    return uid, gid, doc.get("hostname") or None, start_state.record(box)
+    return uid, gid, doc.get("hostname") or None, start_state.record(box, timeout=record_timeout)
 
 
 def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float, *,
-                 keep: bool = False) -> tuple[Golden, Container | None]:
+                 keep: bool = False, record_timeout: float = start_state.RECORD_TIMEOUT_S) -> tuple[Golden, Container | None]:
     """Run the bundle's setup in a fresh container on `base_id`, record what it left running
     (golden.desktop: forks bring it back, or a tier says why they cannot) and commit the result,
     labelled so find_golden finds it again (bundle hash + base image id + format).
@@ -157,11 +158,11 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
     box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop, judge=keep)
     handed_over = False
     try:
-        uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
+        uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout, record_timeout=record_timeout)
         if not rec.settled:
             # Its start state is not known: never committed (a fork could match a transient
             # desktop). The build container goes too; the caller may build once more.
-            raise UnsettledDesktop(bundle.id, [rec], start_state.RECORD_TIMEOUT_S)
+            raise UnsettledDesktop(bundle.id, [rec], (record_timeout,))
         touched = setup_files(provider.api, box.id)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
         # Drop (or, when kept, move aside) the build container's X lock/socket and session files.

@@ -121,8 +121,8 @@ def test_unsettled_records_are_named_never_checked_and_shown() -> None:
                                                  "'tick 42' (xterm frame)",))
     doc = rec.to_json()
     assert check_with_jsonschema("desktop_record", doc) == [] and DesktopRecord.from_json(doc) == rec
-    exc = UnsettledDesktop("t1", [rec, rec], 90.0)
-    assert "did not settle within 90 s in 2 golden build(s)" in str(exc) and "became window 'tick 42'" in str(exc)
+    exc = UnsettledDesktop("t1", [rec, rec], (90.0, 180.0))
+    assert "did not settle within 90 s and 180 s in 2 golden build(s)" in str(exc) and "became window 'tick 42'" in str(exc)
     with pytest.raises(StartStateError, match="did not settle: showed window 'tick 42'"):
         start_state.compare(object(), "reprovision", rec, rec)  # type: ignore[arg-type]  # raises before any exec
     # the receipt line of a task whose desktop did not settle validates, and the table says so
@@ -318,7 +318,7 @@ def test_desktop_that_never_settles_is_not_kept(probed, task_root, docker_client
     assert st["settled"] is False and st["unsettled_builds"] == 2 and st["signature"] is None, st
     assert any("user@" not in w and "tick " in w and "(xterm frame)" in w for w in st["windows"]), st
     assert any(c.startswith("the windows changed") and "tick " in c for c in st["changing"]), st["changing"]
-    assert "did not settle within 90 s in 2 golden build(s)" in line["detail"], line["detail"]
+    assert "did not settle within 90 s and 180 s in 2 golden build(s)" in line["detail"], line["detail"]
     assert "kept changing: the windows changed" in line["detail"] and "tried again by the next run" in line["detail"]
     assert line["attempts"] == 1 and len(line["infra_errors"]) == 1  # not retried within the run
     assert UNSETTLED_TASK not in probed["kept"] and probed["summary"]["unsettled"] == 1
