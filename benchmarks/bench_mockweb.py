@@ -42,6 +42,7 @@ from shinken.mockweb.session import GUEST_TIMEOUT_S
 from shinken.runtime import cache_root
 from shinken.sandbox.docker_client import connect
 from shinken.sandbox.docker_provider import DockerProvider
+from shinken.sandbox.ownership import labels_for
 from shinken.tiers import Tier
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,7 +118,8 @@ def bench_npm_start(client, n: int) -> dict:
     `sh -c <x>` for x = `node -e 0`, alternated n times in one container of the node image."""
     node_tag, _, _ = ensure_node_image(client)
     load = os.getloadavg()[0]
-    out = client.containers.run(node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none")
+    out = client.containers.run(node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none",
+                                labels=labels_for("build", task="bench-npm-start"))
     rows = [[float(x) for x in ln.split()] for ln in out.decode().split("\n") if ln.strip()]
     npm = [b - a for a, b, _ in rows]
     direct = [c - b for _, b, c in rows]

@@ -39,6 +39,7 @@ from shinken.sandbox.api import (
     SessionError,
     SetupError,
     StartStateError,
+    UnsettledDesktop,
 )
 
 
@@ -73,6 +74,8 @@ ANSWERS: dict[type[BaseException], Answer] = {
     HubLost: INFRA,
     # the computer made for the rollout does not show the golden's desktop (docs/tiers.md)
     StartStateError: INFRA,
+    # the desktop the setup left did not settle in two golden builds: nothing to serve it from
+    UnsettledDesktop: INFRA,
     # the task: unknown id, defective bundle, a setup step that fails, a bad row
     ShinkenError: BAD,
     SetupError: BAD,

@@ -23,6 +23,7 @@ from shinken.mockweb.manifest import HubManifest
 from shinken.sandbox.api import InfraError
 from shinken.sandbox.ownership import (
     LABEL_CREATED,
+    LABEL_CREATOR,
     LABEL_KIND,
     LABEL_MANAGED,
     LABEL_OWNER,
@@ -86,6 +87,14 @@ def find_hubs(client: Any, image_id: str | None = None, *, running_only: bool = 
     return sorted((_from_api(c) for c in found), key=lambda h: -h.created)
 
 
+def detached_labels(creator: Owner | None = None) -> dict[str, str]:
+    """The labels of a detached hub (`shinken hub up`). No owner: it outlives this process. Its
+    creator is named so that one that never started (the process killed, or its start failed,
+    between create and start) is still `shinken gc`'s to reclaim."""
+    return {LABEL_MANAGED: "1", LABEL_KIND: "hub", LABEL_CREATED: str(int(time.time())), LABEL_DETACHED: "1",
+            LABEL_CREATOR: (creator or Owner.current()).label()}
+
+
 def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, publish: int | None = None,
               limits: HubLimits | None = None, run_id: str | None = None, owner: Owner | None = None,
               eager: bool = False, network: str | None = None,
@@ -99,7 +108,7 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
     lim = limits or HubLimits()
     api = client.api
     if detached:
-        labels = {LABEL_MANAGED: "1", LABEL_KIND: "hub", LABEL_CREATED: str(int(time.time())), LABEL_DETACHED: "1"}
+        labels = detached_labels(owner)
     else:
         labels = labels_for("hub", run=run_id, owner=owner, extra=labels_extra)
     labels[LABEL_HUB_IMAGE] = manifest.image_id
@@ -120,6 +129,7 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
     )
     name = f"shinken-hub-{manifest.image_id.removeprefix('sha256:')[:8]}-{secrets.token_hex(3)}"
     env = ["SHINKEN_HUB_EAGER=1"] if eager else []
+    c: dict[str, Any] | None = None
     try:
         netcfg = None
         if network and network != "none":
@@ -128,7 +138,14 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
         c = api.create_container(manifest.image_id, name=name, labels=labels, host_config=hc, detach=True,
                                  environment=env, ports=list(port_bindings) or None, networking_config=netcfg)
         api.start(c["Id"])
-    except docker.errors.APIError as exc:
+    except BaseException as exc:
+        if c is not None:  # created but not started: removed (a detached one has no owner for gc to go by)
+            try:
+                stop_hub(client, c["Id"])
+            except InfraError:
+                pass  # it keeps its labels: gc reclaims it (owner, or a never-started creator) once we are gone
+        if not isinstance(exc, docker.errors.APIError):
+            raise
         hint = (f"; is a port in 127.0.0.1:{publish}-{publish + len(manifest.apps) - 1} taken?"
                 if publish is not None else "")
         raise EnvironmentProblem(f"cannot start the hub container: {exc.explanation or exc}{hint}") from None

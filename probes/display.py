@@ -102,6 +102,7 @@ def final_table(doc: dict[str, Any]) -> Table:
     t.add_column("rewards", overflow="fold")
     for col in ("golden s", "forks s", "reward s"):
         t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("settled", no_wrap=True)
     named = doc["summary"].get("alerts") != "keep"
     if named:
         t.add_column("alerts", overflow="fold")
@@ -111,10 +112,23 @@ def final_table(doc: dict[str, Any]) -> Table:
         alerts = "; ".join(f"{a['app']}: {a['title']}" for a in alerts_of(ln)) or "-"
         t.add_row(ln["task_id"], ln["reason"] or "kept", ln.get("tier") or "-",
                   " ".join("-" if r is None else f"{r:g}" for r in ln["rewards"]),
-                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]), *([alerts] if named else []),
+                  golden, _fmt(tm["fork_s"]), _fmt(tm["reward_s"]), settled_cell(ln), *([alerts] if named else []),
                   style="green" if ln["outcome"] == "kept" else None)
-    t.caption = "* golden reused from an earlier build"
+    t.caption = ("* golden reused from an earlier build; settled: the desktop the setup left stopped changing "
+                 "before the golden was committed (busy: its windows did, its apps kept working; no: not kept)")
     return t
+
+
+def settled_cell(line: dict[str, Any]) -> str:
+    """The probe table's `settled` cell: yes / busy / no, `+N rebuilt` after golden builds thrown
+    away because they did not settle, `-` without a desktop record (or an older receipt)."""
+    st = line.get("start_state") or {}
+    settled = st.get("settled")
+    if settled is None:
+        return "-"
+    cell = "no" if settled is False else "busy" if st.get("busy") else "yes"
+    n = int(st.get("unsettled_builds") or 0)
+    return cell + (f" ({n} unsettled build{'s' if n > 1 else ''})" if n and settled else "")
 
 
 def dropped_lines(doc: dict[str, Any]) -> list[str]:
@@ -127,6 +141,8 @@ def summary_text(doc: dict[str, Any]) -> str:
     tiers = ", ".join(f"{t} {n}" for t, n in (s.get("by_tier") or {}).items())
     rate = s.get("tasks_per_hour")
     alerts = f", {s['with_alerts']} with alerts" if s.get("with_alerts") and s.get("alerts") != "keep" else ""
+    if s.get("unsettled"):
+        alerts += f"; {s['unsettled']} not kept: the desktop did not settle"
     checks = "".join(f"; {name} {', '.join(f'{o} {n}' for o, n in counts.items())}"
                      for name, counts in (("oracle:", s.get("by_oracle")), ("vandal:", s.get("by_vandal"))) if counts)
     return (f"kept {s['kept']}" + (f" ({tiers})" if tiers else "") + alerts + f", dropped {s['dropped']} ({reasons}){checks}; "

@@ -35,6 +35,7 @@ def build_receipt(*, image_ref: str, image_id: str, task_ids: list[str], lines: 
         "by_reason": {r: by_reason[r] for r in REASONS if by_reason[r]},
         "by_tier": {t: by_tier[t] for t in TIER_VALUES if by_tier[t]},
         "with_alerts": sum(1 for ln in tasks if ln["outcome"] == "kept" and alerts_of(ln)),
+        "unsettled": sum(1 for ln in tasks if (ln.get("start_state") or {}).get("settled") is False),
         "by_oracle": {o: by_oracle[o] for o in ORACLE_OUTCOMES if by_oracle[o]},
         "by_vandal": {o: by_vandal[o] for o in VANDAL_OUTCOMES if by_vandal[o]},
         "golden_build_s": round(sum(ln["timings"]["golden_build_s"] for ln in tasks), 3),

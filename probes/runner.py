@@ -23,8 +23,8 @@ from shinken.probes.receipts import LINE_SCHEMA
 from shinken.probes import vandal as vandal_mod
 from shinken.probes.rollouts import Rollout
 from shinken.runtime import utc_now
-from shinken.sandbox.api import Fork, Golden, Provider, RewardResult, SetupError, StartStateError
-from shinken.sandbox.desktop import Alert
+from shinken.sandbox.api import Fork, Golden, Provider, RewardResult, SetupError, StartStateError, UnsettledDesktop
+from shinken.sandbox.desktop import Alert, DesktopRecord
 from shinken.tiers import Tier, probe_tiers
 
 REASONS = (
@@ -471,7 +471,8 @@ def _alerts(golden: Golden) -> tuple[Alert, ...]:
 
 def _start_state(golden: Golden, *, checked: int, passed_over: list[str], computers: list[str]) -> dict[str, Any]:
     """The receipt line's start_state: the golden's signature and windows, what was checked, the
-    alerts its start state shows."""
+    alerts its start state shows, whether its record settled (and what kept changing in golden
+    builds thrown away before it)."""
     record = golden.desktop
     return {
         "signature": record.signature_hash() if record is not None else None,
@@ -480,7 +481,26 @@ def _start_state(golden: Golden, *, checked: int, passed_over: list[str], comput
         "passed_over": passed_over,
         "computers": computers,
         "alerts": [{"app": a.app, "title": a.title, "text": a.text} for a in _alerts(golden)],
+        **_settle_fields(record, golden.unsettled),
     }
+
+
+def _settle_fields(record: DesktopRecord | None, thrown_away: list[DesktopRecord]) -> dict[str, Any]:
+    """`settled` (null: no desktop), `busy`, `unsettled_builds` and what kept changing in them."""
+    return {
+        "settled": None if record is None else record.settled,
+        "busy": bool(record is not None and record.busy),
+        "unsettled_builds": len(thrown_away),
+        "changing": [c for r in thrown_away for c in r.changing],
+    }
+
+
+def _unsettled_state(exc: UnsettledDesktop) -> dict[str, Any]:
+    """The start_state of a task whose desktop did not settle in any golden build: the last
+    record's windows, not a signature (nothing was committed)."""
+    last = exc.records[-1] if exc.records else DesktopRecord(settled=False)
+    return {"signature": None, "windows": [w.describe() for w in last.windows], "checked": 0, "passed_over": [],
+            "computers": [], "alerts": [], **_settle_fields(last, exc.records)}
 
 
 def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...], att: _Attempt,
@@ -497,6 +517,10 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
                                         keep_computer=k >= 2)
     except SetupError as exc:
         raise _Dropped("setup_error", _setup_detail(exc)) from None
+    except UnsettledDesktop as exc:
+        att.golden_build_s = time.monotonic() - t0
+        att.start_state = _unsettled_state(exc)
+        raise
     att.golden_build_s = time.monotonic() - t0
     att.golden_reused = golden.reused
     att.golden_tag = golden.tag
@@ -651,6 +675,11 @@ def probe_task(bundle: Bundle, cfg: ProbeConfig, rollouts: tuple[Rollout, ...] =
             reason, detail = None, _kept_detail(att)
         except _Dropped as v:
             reason, detail = v.reason, v.detail
+        except UnsettledDesktop as exc:
+            # Not retried in this run: the provider built the golden twice already. Not kept and
+            # not evidence against the task: the next run tries again (infra_error lines are).
+            infra_errors.append(f"{type(exc).__name__}: {_tail(str(exc), 200)}")
+            reason, detail = "infra_error", f"start state not recorded: {exc}; not kept, tried again by the next run"
         except Exception as exc:  # noqa: BLE001 - classified right here
             if not is_infra(exc):
                 # A bug in shinken (or the sandbox), not evidence against the task: report it
@@ -694,6 +723,12 @@ def _kept_detail(att: _Attempt) -> str:
                 "oracle_fails": " (the oracle fails, but a recorded rollout reached 1.0)"}.get(att.oracle["outcome"], "")
         s += f"; oracle {_oracle_detail(att.oracle)}{flag}"
     s += f"; tier {att.tier.value if att.tier else None}: {tier_reason(att)}"
+    st = att.start_state or {}
+    if st.get("busy"):
+        s += "; its apps were still working when the record took their unchanged windows as settled"
+    if st.get("unsettled_builds"):
+        s += (f"; settled in a fresh golden build after {st['unsettled_builds']} whose desktop did not settle "
+              f"({'; '.join(st.get('changing') or [])[:300]})")
     alerts = (att.start_state or {}).get("alerts") or []
     if alerts and att.alerts_named:
         s += "; the start state shows " + "; ".join(

@@ -78,6 +78,23 @@ class HubLost(InfraError):
     reward reads from it is no longer what the policy did."""
 
 
+class UnsettledDesktop(InfraError):
+    """The desktop a task's setup left did not settle within the record's time in any golden
+    build (a window kept changing, an app still on its way up, no window yet): its start state is
+    not known, so nothing is committed or served from it. A machine too loaded for the app's
+    start, or a setup that never settles; never evidence of a defective task. The probe drops the
+    task as `infra_error` (tried again by the next run); the engine masks the rollout."""
+
+    def __init__(self, task_id: str, records: list[DesktopRecord], bounds_s: tuple[float, ...]) -> None:
+        self.task_id = task_id
+        self.records = list(records)
+        self.bounds_s = tuple(bounds_s)  # each build's record bound, in order
+        last = self.records[-1] if self.records else DesktopRecord(settled=False)
+        within = " and ".join(f"{b:g} s" for b in self.bounds_s)
+        super().__init__(f"the desktop the setup of {task_id} left did not settle within {within} in "
+                         f"{len(self.records)} golden build(s); the last {last.describe_unsettled()}")
+
+
 class SetupError(SandboxError):
     """A bundle setup step failed. Evidence against the task (or the image)."""
 
@@ -167,6 +184,9 @@ class Golden:
     # When touched is None: the epoch second the setup started (an older golden, found again), so
     # files written since can stand in for the diff.
     setup_started: float | None = None
+    # Records of golden builds thrown away before this one because the desktop did not settle
+    # (built now only; the receipt says so).
+    unsettled: list[DesktopRecord] = field(default_factory=list)
 
     @property
     def needs_relaunch(self) -> bool:

@@ -88,6 +88,10 @@ class DesktopRecord:
     processes: tuple[str, ...] = ()  # every process the setup left (command lines), for the receipt
     # Alerts and first-run wizards among the windows (not part of the signature: the windows are).
     alerts: tuple[Alert, ...] = ()
+    # Settled by its windows alone: unchanged for the guest's STEADY_S while the apps kept working
+    # (a media player playing); False when the apps went idle too.
+    busy: bool = False
+    changing: tuple[str, ...] = ()  # not settled: what kept changing, in words (the guest's)
 
     @property
     def lost(self) -> list[str]:
@@ -109,7 +113,13 @@ class DesktopRecord:
     def to_json(self) -> dict[str, Any]:
         return {"roots": [r.to_json() for r in self.roots], "windows": [w.to_json() for w in self.windows],
                 "active": self.active, "settled": self.settled, "processes": list(self.processes),
-                "alerts": [a.to_json() for a in self.alerts]}
+                "alerts": [a.to_json() for a in self.alerts], "busy": self.busy, "changing": list(self.changing)}
+
+    def describe_unsettled(self) -> str:
+        """A record that did not settle, in words: what showed and what kept changing."""
+        shown = ", ".join(w.describe() for w in self.windows) or "no window"
+        why = "; ".join(self.changing) or "nothing named"
+        return f"showed {shown}; kept changing: {why}"
 
     def renamed(self, old: str, new: str) -> "DesktopRecord":
         """The record with `old` replaced by `new` in the roots' command lines and environments
@@ -141,6 +151,8 @@ class DesktopRecord:
             settled=bool(doc.get("settled", True)),
             processes=tuple(doc.get("processes") or ()),
             alerts=tuple(Alert(a["app"], a["role"], a["title"], a.get("text", "")) for a in doc.get("alerts") or ()),
+            busy=bool(doc.get("busy", False)),
+            changing=tuple(doc.get("changing") or ()),
         )
 
 

@@ -39,6 +39,7 @@ from shinken.sandbox.ownership import (
     CONTAINER_KINDS,
     IMAGE_KINDS,
     LABEL_CREATED,
+    LABEL_CREATOR,
     LABEL_EXPIRES,
     LABEL_KIND,
     LABEL_MANAGED,
@@ -191,7 +192,7 @@ def find_containers(client: Any, *, older_than: float | None, all_: bool,
             image_labels[image_id] = _image_labels(api, image_id)
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
-        reason = decide(labelled_owner_liveness(labels), _created(labels, c.get("Created")),
+        reason = decide(_liveness(labels, c.get("State")), _created(labels, c.get("Created")),
                         older_than=older_than, all_=all_, now=now, expires=_expires(labels))
         if reason is None:
             continue
@@ -203,6 +204,15 @@ def find_containers(client: Any, *, older_than: float | None, all_: bool,
             name=names[0].lstrip("/") if names else None,
         ))
     return found
+
+
+def _liveness(labels: Mapping[str, str], state: str | None) -> Liveness:
+    """The owner's liveness; for a container meant to outlive its maker (a detached hub: no owner)
+    that never started, its creator's: a kill or a failed start between create and start left it."""
+    if LABEL_OWNER not in labels and labels.get(LABEL_CREATOR) and state == "created":
+        found = owner_liveness(labels[LABEL_CREATOR])
+        return Liveness(found.state, f"never started; its creator: {found.why}")
+    return labelled_owner_liveness(labels)
 
 
 def _image_labels(api: Any, image_id: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import docker.errors
 
 from shinken.bundles.model import Bundle
 from shinken.sandbox import start_state
-from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, UnsettledDesktop, tail
 from shinken.sandbox.container import (DELETE_RETRIES, DESKTOP_UP_TIMEOUT_S, Container, UserIds, infra,
                                       remove_container, remove_with_retries)
 from shinken.sandbox.desktop import DesktopRecord
@@ -42,14 +42,10 @@ def find_golden(api: Any, bundle: Bundle, base_id: str) -> Golden | None:
         found = api.images(filters=filters)
     except docker.errors.APIError as exc:
         raise infra("listing golden images", exc) from None
-    if not found:
+    usable = [(img, meta) for img in found if (meta := _meta(img)) is not None and _settled(meta)]
+    if not usable:
         return None
-    img = max(found, key=lambda i: i.get("Created", 0))
-    labels = img.get("Labels") or {}
-    try:
-        meta = json.loads(labels.get(LABEL_GOLDEN_META, "{}"))
-    except json.JSONDecodeError:
-        return None
+    img, meta = max(usable, key=lambda im: im[0].get("Created", 0))
     g = golden_from(bundle, img["Id"], base_id, meta)
     g.tag = next((t for t in img.get("RepoTags") or [] if t.startswith("shinken-golden/")), g.tag)
     g.reused = True
@@ -57,6 +53,22 @@ def find_golden(api: Any, bundle: Bundle, base_id: str) -> Golden | None:
         # Built before its files were recorded: the setup ran in the build_seconds before the commit.
         g.setup_started = float(img["Created"]) - g.build_seconds - 2.0
     return g
+
+
+def _meta(img: dict[str, Any]) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((img.get("Labels") or {}).get(LABEL_GOLDEN_META, "{}"))
+    except json.JSONDecodeError:
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _settled(meta: dict[str, Any]) -> bool:
+    """Whether a stored golden's record settled. Goldens whose record did not (committed before
+    such records stopped being committed) are passed over: their start state may be a transient
+    one (Thunderbird's `Home` on its way to the folder), which a fork could match."""
+    desktop = meta.get("desktop")
+    return not isinstance(desktop, dict) or desktop.get("settled", True) is not False
 
 
 def golden_from(bundle: Bundle, image_id: str, base_id: str, meta: dict[str, Any]) -> Golden:
@@ -114,7 +126,8 @@ def golden_tag(bundle: Bundle, base_id: str) -> str:
     return f"shinken-golden/{_tag_component(bundle.id)}:{h}"
 
 
-def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int, str | None, DesktopRecord]:
+def set_up(box: Container, bundle: Bundle, *, deadline: float,
+           record_timeout: float = start_state.RECORD_TIMEOUT_S) -> tuple[int, int, str | None, DesktopRecord]:
     """Run the bundle's whole config on a fresh container (launch/open steps included; the
     desktop up first: setups drive the GUI, and its processes join the baseline) and record what
     it left running and showing. Returns the numeric ids of `user`, the container's host name
@@ -125,11 +138,11 @@ def set_up(box: Container, bundle: Bundle, *, deadline: float) -> tuple[int, int
     uid, gid = int(doc["uid"]), int(doc["gid"])
     box.ids = UserIds(uid, gid)
     box.run_steps(bundle.setup, bundle, where="config", deadline=deadline)
-    return uid, gid, doc.get("hostname") or None, start_state.record(box)
+    return uid, gid, doc.get("hostname") or None, start_state.record(box, timeout=record_timeout)
 
 
 def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_timeout: float, *,
-                 keep: bool = False) -> tuple[Golden, Container | None]:
+                 keep: bool = False, record_timeout: float = start_state.RECORD_TIMEOUT_S) -> tuple[Golden, Container | None]:
     """Run the bundle's setup in a fresh container on `base_id`, record what it left running
     (golden.desktop: forks bring it back, or a tier says why they cannot) and commit the result,
     labelled so find_golden finds it again (bundle hash + base image id + format).
@@ -145,7 +158,11 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
     box = provider.start(base_id, labels, network=needs.network, desktop=needs.desktop, judge=keep)
     handed_over = False
     try:
-        uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout)
+        uid, gid, hostname, rec = set_up(box, bundle, deadline=t0 + setup_timeout, record_timeout=record_timeout)
+        if not rec.settled:
+            # Its start state is not known: never committed (a fork could match a transient
+            # desktop). The build container goes too; the caller may build once more.
+            raise UnsettledDesktop(bundle.id, [rec], (record_timeout,))
         touched = setup_files(provider.api, box.id)
         web_state = provider.web.record(box, bundle) if provider.web is not None and needs.network else None
         # Drop (or, when kept, move aside) the build container's X lock/socket and session files.

@@ -21,6 +21,10 @@ LABEL_MADE_BY = "shinken.made_by"
 # Unix seconds after which the container may be reclaimed whoever owns it (a NeMo Gym sandbox's
 # ttl_s): `shinken gc` removes it then, even while its creator lives or after it died.
 LABEL_EXPIRES = "shinken.expires"
+# On a container meant to outlive the process that made it (a detached hub, no owner): that
+# process, "<host>/<pid>/<start>". `shinken gc` reclaims such a container only while it has never
+# started and its creator is dead (killed, or its start failed, between create and start).
+LABEL_CREATOR = "shinken.creator"
 
 CONTAINER_KINDS = ("fork", "pool", "build", "server", "hub")  # server: a NeMo Gym runner; hub: the mock web
 IMAGE_KINDS = ("golden",)

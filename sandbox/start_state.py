@@ -90,8 +90,11 @@ def restore(box: _Execs, rec: DesktopRecord, *, timeout: float = RESTORE_TIMEOUT
 
 def compare(box: _Execs, tier: str, expected: DesktopRecord, rec: DesktopRecord,
             *, timeout: float = FOCUS_TIMEOUT_S) -> Observed:
-    """A freshly provisioned container's settled desktop must be the golden's (StartStateError).
+    """A freshly provisioned container's settled desktop must be the golden's (StartStateError;
+    also when its record did not settle).
     When only the focus differs it is given to the golden's focused window, as a relaunch does."""
+    if not rec.settled:  # what it showed may be on its way elsewhere: not a checked start state
+        raise StartStateError(tier, [f"the desktop did not settle: {rec.describe_unsettled()}"])
     seen = Observed(windows=rec.windows, active=rec.active)
     diff = differences(expected, seen)
     if diff and seen.windows == expected.windows:

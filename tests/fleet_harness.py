@@ -363,7 +363,10 @@ def py313_venv(gym_image: str) -> Path:
         UV_CACHE.mkdir(parents=True, exist_ok=True)
         script = (f"python3.13 -m venv {venv} && uv pip install -q --compile-bytecode --python {venv}/bin/python "
                   f"-c /constraints.txt {' '.join(repr(r) for r in reqs)}")
-        r = subprocess.run(["docker", "run", "--rm", "--network", "host",
+        from shinken.sandbox.ownership import labels_for
+
+        owned = [a for k, v in labels_for("build", task="py313-venv").items() for a in ("--label", f"{k}={v}")]
+        r = subprocess.run(["docker", "run", "--rm", "--network", "host", *owned,
                             "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro", "-v", f"{UV_CACHE}:/uvcache",
                             "-v", f"{REPO / 'constraints.txt'}:/constraints.txt:ro", "-v", f"{PY313_CACHE}:{PY313_CACHE}",
                             "-e", "UV_CACHE_DIR=/uvcache", "-e", "UV_LINK_MODE=copy", gym_image, "bash", "-c", script],

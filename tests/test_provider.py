@@ -16,7 +16,8 @@ import pytest
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
 from shinken.provider.sandboxes import CreateFailed, NotReady, Request, SandboxHost, check_request_paths
 from shinken import reclaim
-from shinken.sandbox.ownership import LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, LABEL_OWNER, LABEL_RUN
+from shinken.sandbox.ownership import (LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, LABEL_OWNER, LABEL_RUN,
+                                       labels_for)
 
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 
@@ -250,7 +251,9 @@ def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker
     finally:
         engine.end("borrowed")
         engine.close()
-    stranger = docker_client.api.create_container(linux_image, "sleep 60")["Id"]
+    # owned (gc's once this process is gone), but neither a provider sandbox nor a task fork
+    stranger = docker_client.api.create_container(linux_image, "sleep 60",
+                                                  labels=labels_for("build", task="test-stranger"))["Id"]
     try:
         with pytest.raises(CreateFailed, match="not a shinken provider sandbox or task fork"):
             host.attach({"sandbox_id": stranger})

@@ -19,6 +19,7 @@ import pytest
 
 from shinken.sandbox.api import StartStateError
 from shinken.sandbox.desktop import DesktopRecord, Observed, Root, Window, differences
+from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema, load_schema
 from shinken.tiers import TIER_VALUES, Tier, parse_tier, probe_tiers, serving_tier
 
@@ -131,6 +132,7 @@ def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
         # K=2: one no-op on the golden's own build computer, one on a fork made at the tier and checked
         assert line["start_state"]["computers"] == ["golden", line["tier"]], line["start_state"]
         assert line["start_state"]["checked"] == 1 and line["start_state"]["signature"]
+        assert line["start_state"]["settled"] is True, line["start_state"]  # never kept otherwise
         assert any(DESKTOP_DEMOS[tid][0] in w for w in line["start_state"]["windows"]), line["start_state"]
     dialog = by_id[WRITER_DIALOG]
     assert dialog["start_state"]["passed_over"] and "missing dialog 'Find and Replace'" in dialog["detail"]
@@ -212,7 +214,8 @@ def test_golden_own_computer_is_the_start_state(cua, tmp_path, docker_client) ->
             image_files = docker_client.containers.run(golden.image_id, ["bash", "-c",
                                                        "ls -A /tmp/.shinken-hidden | wc -l; "
                                                        "test -e /tmp/shinken-session.env && echo session || echo none"],
-                                                       remove=True, network_mode="none").decode().split()
+                                                       remove=True, network_mode="none",
+                                                       labels=labels_for("build", task="test-hidden")).decode().split()
             assert int(image_files[0]) >= 4 and image_files[1] == "none", image_files
             with p.fork(golden) as fork:  # a fork boots its own desktop: the hidden files are gone first
                 assert fork.tier is Tier.RELAUNCH
@@ -234,7 +237,8 @@ def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua
     listing = docker_client.containers.run(golden_tag, ["bash", "-c",
                                            "ls /home/user/.config/libreoffice/4/.lock && grep -c RecoveryList "
                                            "/home/user/.config/libreoffice/4/user/registrymodifications.xcu"],
-                                           remove=True, network_mode="none").decode()
+                                           remove=True, network_mode="none",
+                                           labels=labels_for("build", task="test-leftovers")).decode()
     assert ".lock" in listing
     with DockerProvider(docker_client, run_id="test-start-" + uuid.uuid4().hex[:8]) as p:
         golden = p.ensure_golden(load_bundle(desktop_root / CALC), cua)
@@ -263,7 +267,7 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
     golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
     original = docker_client.images.get(golden_tag)
     c = docker_client.containers.run(original.id, ["rm", "-f", "/home/user/expenses.xlsx"], detach=True,
-                                     network_mode="none")
+                                     network_mode="none", labels=labels_for("build", task="test-tamper"))
     c.wait(timeout=60)
     repo, tag = golden_tag.split(":")
     tampered = c.commit(repository=repo, tag=tag + "-tampered", conf={"Labels": original.labels})
@@ -315,7 +319,7 @@ def test_guest_desktop_wait_reports_what_failed(cua, docker_client) -> None:
     finally:
         remove_container(p.api, cid)
     bare = docker_client.containers.run("shinken/base-bookworm:latest", ["sleep", "infinity"], detach=True,
-                                        network_mode="none")
+                                        network_mode="none", labels=labels_for("build", task="test-no-user"))
     try:
         with pytest.raises(SetupError, match="no user `user`"):
             start_state.baseline(Container(p.api, bare.id, UserIds(1000, 1000), False))
