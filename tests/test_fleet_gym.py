@@ -40,8 +40,6 @@ def _host_names(task_ids: set[str]) -> list[str]:
     raise AssertionError("no pair of host names splits the demo tasks")
 
 
-@pytest.mark.skip(reason="not yet passed here: the py3.13 fleet now comes up at load (docs/fleet.md 'Serving through "
-                         "NeMo Gym'), but no gym eval run through it has completed yet; un-skip once a run passes")
 def test_gym_eval_run_with_the_fleet_behind_the_server(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
     from shinken.fleet.nodes import home_index
 
