@@ -96,7 +96,7 @@ def _start_node(cmd: list[str], env: dict[str, str], log_path: Path, ray: Any, m
     waited for at most NODE_START_S). Ray 2.60 gives a starting node fixed windows: its raylet
     aborts when the dashboard agent has not written its port file within 15 s, and `ray start`
     when the raylet has not registered within 30 s; a loaded host's Python processes can miss them,
-    and the next start finds its files in the page cache."""
+    and a next start usually finds its files in the page cache."""
     for attempt in range(1, attempts + 1):
         with open(log_path, "ab") as log:
             log.write(f"--- shinken fleet join: ray start, attempt {attempt} of {attempts}\n".encode())
