@@ -7,7 +7,10 @@ cpuacct cgroup: the engine (dockerd, containerd, shims) and its containers apart
 tasks (copies of demo/hello-file):
 
 - router overhead: tool-call latency through the fleet vs a local ComputerEngine on the same
-  Docker engine (h1), calls interleaved so load changes hit both alike;
+  Docker engine (h1), in pairs (one call on each side back to back, order alternating) so load
+  changes hit both alike: the p50 of the pairs' differences with its ~95% confidence interval, for
+  a call the engine answers without Docker and for a `docker exec` one (stage `router` measures
+  this alone, on the machine's engine joined as h0);
 - seeds per hour and seed p50/p99 with 1, 2 and 3 hosts at a fixed concurrency per host, with each
   host's engine, containers and agent CPU time;
 - image distribution: a new host (h3, empty data root) brought to the task image by `fleet join`
@@ -19,7 +22,7 @@ relaunch, reprovision) at rated load with demand-sized warm pools: a HostAgent w
 slots, GRPO-like steps of `group` seeds of one task at once, each rollout held `hold` seconds; the
 first step (no history) reported apart from the steady state; CPU, memory and disk per computer.
 
-    .venv/bin/python benchmarks/bench_fleet.py [--stages fleet,tiers] [--calls 40] [--seeds 10]
+    .venv/bin/python benchmarks/bench_fleet.py [--stages router,fleet,tiers] [--calls 400] [--seeds 10]
         [--group 4] [--steps 5] [--hold 40] [--out results.json]
 """
 
@@ -68,14 +71,42 @@ def proc_cpu_s(pid: int) -> float:
     return sum(int(x) for x in f[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def median_ci(xs: list[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free ~95% confidence interval of the median of xs (the order statistics
+    n/2 -+ z*sqrt(n)/2, from the binomial count of values below the median)."""
+    xs = sorted(xs)
+    n = len(xs)
+    half = z * n ** 0.5 / 2
+    return xs[max(0, int(n / 2 - half))], xs[min(n - 1, int(n / 2 + half + 1))]
+
+
+def paired(local: list[float], fleet: list[float]) -> dict:
+    """Latency of both sides and the p50 of the paired differences (fleet - local of one pair),
+    with its ~95% confidence interval, in ms."""
+    d = [f - x for f, x in zip(fleet, local)]
+    lo, hi = median_ci(d)
+    return {"pairs": len(d), "local_p50_ms": round(pct(local, 0.5) * 1e3, 2), "fleet_p50_ms": round(pct(fleet, 0.5) * 1e3, 2),
+            "local_p99_ms": round(pct(local, 0.99) * 1e3, 1), "fleet_p99_ms": round(pct(fleet, 0.99) * 1e3, 1),
+            "added_p50_ms": round(pct(d, 0.5) * 1e3, 2), "added_ci95_ms": [round(lo * 1e3, 2), round(hi * 1e3, 2)],
+            "diff_of_p50s_ms": round((pct(fleet, 0.5) - pct(local, 0.5)) * 1e3, 2)}
+
+
+# The two tool calls measured: one the engine answers without Docker (an empty command is an
+# argument error: the whole session path -- router, Ray, agent, engine lock, tool dispatch -- with
+# nothing else to hide the hop), and a real one (`true` run in the computer: a docker exec).
+ROUTER_CALLS = {"answer": {"command": ""}, "exec": {"command": "true"}}
+
+
 def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str, calls: int) -> dict:
-    """Tool-call latency of one rollout through the fleet (router -> Ray -> h1's agent -> engine)
-    and of one on a local ComputerEngine on the same Docker engine, calls interleaved."""
+    """Tool-call latency of one rollout through the fleet (router -> Ray -> the host's agent ->
+    its engine) and of one on a local ComputerEngine on the same Docker engine, measured in pairs:
+    each pair is one call on each side back to back (their order alternates), so a change of load
+    hits both calls of a pair alike, and the added latency is the p50 of the pairs' differences."""
     from shinken.computer.engine import ComputerEngine
     from shinken.fleet.router import FleetEngine
 
     saved = os.environ.get("DOCKER_HOST")
-    os.environ["DOCKER_HOST"] = eng.host  # the local engine talks to h1's dockerd, as its agent does
+    os.environ["DOCKER_HOST"] = eng.host  # the local engine talks to the host's dockerd, as its agent does
     try:
         # keep_goldens_on_close: the agent holds the same content-addressed golden on the same engine
         local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None, keep_goldens_on_close=True)
@@ -85,16 +116,25 @@ def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str
         else:
             os.environ["DOCKER_HOST"] = saved
     fleet = FleetEngine(sim.address, root, image)
+    out: dict = {"load1_start": round(os.getloadavg()[0], 1)}
     try:
         gl = local.seed("bench-local", tid)
         gf = fleet.seed("bench-fleet", tid)
         assert gf.startswith(f"{eng.name}~"), gf
-        tl, tf = [], []
-        for _ in range(calls):
-            for e, s, g, out in ((local, "bench-local", gl, tl), (fleet, "bench-fleet", gf, tf)):
-                t0 = time.perf_counter()
-                e.tool(s, g, "computer_exec", {"command": "true"})
-                out.append(time.perf_counter() - t0)
+        sides = ((local, "bench-local", gl), (fleet, "bench-fleet", gf))
+        for kind, args in ROUTER_CALLS.items():
+            for e, s, g in sides:  # warm both paths (first calls open connections)
+                e.tool(s, g, "computer_exec", args)
+            tl: list[float] = []
+            tf: list[float] = []
+            for i in range(calls):
+                for e, s, g in (sides if i % 2 == 0 else sides[::-1]):
+                    t0 = time.perf_counter()
+                    text = e.tool(s, g, "computer_exec", args)
+                    (tl if e is local else tf).append(time.perf_counter() - t0)
+                    assert text.startswith("error: command is empty" if kind == "answer" else "exit code 0"), text
+            out[kind] = paired(tl, tf)
+            print(json.dumps({kind: out[kind]}), file=sys.stderr, flush=True)
         # Ray's own round trip to the agent (a no-op call): the transport's share of the added latency
         agent = fleet._agent(eng.name)
         tp = []
@@ -102,14 +142,13 @@ def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str
             t0 = time.perf_counter()
             fleet.ray.get(agent.ping.remote(), timeout=60)
             tp.append(time.perf_counter() - t0)
+        out["ray_ping_p50_ms"] = round(pct(tp, 0.5) * 1e3, 2)
         local.end("bench-local", gl)
         fleet.end("bench-fleet", gf)
     finally:
         local.close()
-    return {"calls": calls, "local_p50_ms": round(pct(tl, 0.5) * 1e3, 1), "fleet_p50_ms": round(pct(tf, 0.5) * 1e3, 1),
-            "added_p50_ms": round((pct(tf, 0.5) - pct(tl, 0.5)) * 1e3, 1), "local_p99_ms": round(pct(tl, 0.99) * 1e3, 1),
-            "fleet_p99_ms": round(pct(tf, 0.99) * 1e3, 1), "ray_ping_p50_ms": round(pct(tp, 0.5) * 1e3, 1),
-            "load1": os.getloadavg()[0]}
+    out["load1_end"] = round(os.getloadavg()[0], 1)
+    return out
 
 
 def homed_tasks(root: Path, names: list[str], per_host: int, salt: str) -> list[str]:
@@ -361,10 +400,11 @@ def _images(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--stages", default="fleet,tiers", help="fleet (router, scaling, images, goldens) and/or tiers")
+    ap.add_argument("--stages", default="fleet,tiers",
+                    help="router (overhead alone, on this machine's engine), fleet (router, scaling, images, goldens), tiers")
     ap.add_argument("--image", default="", help="the fleet's task image (default: shinken/sandbox-linux of these sources)")
     ap.add_argument("--cua-image", default="", help="the desktop image of the tier runs (default: shinken/sandbox-cua)")
-    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--calls", type=int, default=400, help="pairs of tool calls per kind in the router overhead")
     ap.add_argument("--seeds", type=int, default=10, help="seeds per host in the scaling runs")
     ap.add_argument("--per-host", type=int, default=2)
     ap.add_argument("--tiers", default="snapshot,relaunch,reprovision")
@@ -376,6 +416,8 @@ def main() -> None:
     args.stages = set(args.stages.split(","))
     _images(args)
     out: dict = {"load_at_start": os.getloadavg(), "image": args.image, "cua_image": args.cua_image}
+    if "router" in args.stages:
+        out["router"] = router_stage(args)
     if "fleet" in args.stages:
         out["fleet"] = fleet_stage(args)
     if "tiers" in args.stages:
@@ -447,6 +489,29 @@ def remove_cgroups(sim: SimFleet) -> None:
                 base.rmdir()
             except OSError:
                 pass
+
+
+def router_stage(args: argparse.Namespace) -> dict:
+    """Router overhead alone: a Ray head and the machine's own Docker engine joined as host h0 (the
+    linux image is there already: no registry, no private engine), then router_overhead."""
+    from fleet_harness import RAY_ARGS
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sim = SimFleet(extra=0, slots=2)
+    root = Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    try:
+        sim.start_head()
+        os.environ.update(sim.env)
+        tid = make_tasks(root, 1, uuid.uuid4().hex[:8])[0]
+        h0 = sim.engines[0]
+        r = sim.shinken("fleet", "join", "--address", sim.address, "--name", h0.name, "--slots", "2", "--image", args.image,
+                        "--num-cpus", "2", "--json", docker_host=h0.host,
+                        env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
+        assert r.returncode == 0, r.stderr
+        return router_overhead(sim, h0, root, tid, args.image, args.calls)
+    finally:
+        sim.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def fleet_stage(args: argparse.Namespace) -> dict:

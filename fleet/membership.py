@@ -90,8 +90,40 @@ def _node_with(ray: Any, resource: str) -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive") and resource in n.get("Resources", {})]
 
 
+def _start_node(cmd: list[str], env: dict[str, str], log_path: Path, ray: Any, marker: str, address: str,
+                attempts: int) -> tuple[subprocess.Popen[bytes], list[dict[str, Any]]]:
+    """`ray start` of this host's node until it is in the cluster (at most `attempts` starts, each
+    waited for at most NODE_START_S). Ray 2.60 gives a starting node fixed windows: its raylet
+    aborts when the dashboard agent has not written its port file within 15 s, and `ray start`
+    when the raylet has not registered within 30 s; a loaded host's Python processes can miss them,
+    and a next start usually finds its files in the page cache."""
+    for attempt in range(1, attempts + 1):
+        with open(log_path, "ab") as log:
+            log.write(f"--- shinken fleet join: ray start, attempt {attempt} of {attempts}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        deadline = time.monotonic() + NODE_START_S
+        try:
+            while not (nodes := _node_with(ray, marker)):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        except BaseException:
+            _stop(proc.pid)
+            raise
+        if nodes:
+            return proc, nodes
+        _stop(proc.pid)
+        if attempt == attempts:
+            lines = [x for x in log_path.read_text(errors="replace").strip().splitlines() if x.strip()]
+            raise EnvironmentProblem(f"the Ray node did not join {address} in {attempts} start(s): "
+                                     f"{(lines[-1:] or ['(no output)'])[0][:200]} (log: {log_path})")
+    raise AssertionError("unreachable")
+
+
 def join(address: str, *, name: str, slots: int, image: str, reg: str | None, num_cpus: int | None = None,
-         agent_kwargs: dict[str, Any] | None = None) -> Joined:
+         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2) -> Joined:
     from shinken.sandbox.docker_client import connect
 
     address, name = check_address(address), check_name(name)
@@ -116,18 +148,10 @@ def join(address: str, *, name: str, slots: int, image: str, reg: str | None, nu
         cmd += ["--num-cpus", str(num_cpus)]
     # More `ray start` options for this node (e.g. --node-ip-address, --object-store-memory).
     cmd += shlex.split(os.environ.get("SHINKEN_RAY_START_ARGS", ""))
-    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled")}
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True)
+    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"), "PYTHONUNBUFFERED": "1"}
+    ray = cluster.connect(address)
+    proc, nodes = _start_node(cmd, env, log_path, ray, marker, address, max(1, start_attempts))
     try:
-        ray = cluster.connect(address)
-        deadline = time.monotonic() + NODE_START_S
-        while not (nodes := _node_with(ray, marker)):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-                raise EnvironmentProblem(f"the Ray node did not join {address}: {tail[0][:200]} (log: {log_path})")
-            time.sleep(0.5)
         if len(nodes) > 1:
             raise ShinkenError(f"a host named {name} is already in the fleet; pick another --name")
         host = cluster.Host(name, nodes[0]["NodeID"], nodes[0].get("NodeManagerAddress", ""), slots)

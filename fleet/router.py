@@ -59,6 +59,9 @@ class FleetEngine:
         self._lock = threading.Lock()
         self._view: tuple[float, list[cluster.Host], dict[str, dict[str, Any]]] | None = None
         self._down: dict[str, str] = {}  # host -> why new seeds avoid it (until its agent answers healthy)
+        # host -> its agent's actor handle: a name lookup is a round trip to the head (GCS), as long
+        # as the call itself; refreshed with the view and whenever a call through it fails.
+        self._agents: dict[str, Any] = {}
         self.ray = cluster.connect(address)
         self.stats = {"spilled": 0, "refused_full": 0, "placed": 0, "infra": 0}
 
@@ -101,6 +104,7 @@ class FleetEngine:
                     log.warning("host %s: %s", h.name, exc)
         info = cluster.infos(self.ray, found)
         with self._lock:
+            self._agents.update({h.name: h.agent for h in found if h.agent is not None})
             for name, i in info.items():
                 if "error" not in i and i.get("docker_ok"):
                     self._down.pop(name, None)  # back: used again
@@ -111,26 +115,45 @@ class FleetEngine:
         with self._lock:
             self._down[host] = why
             self._view = None
+            self._agents.pop(host, None)
         log.warning("fleet host %s avoided by new seeds: %s", host, why)
 
-    def _agent(self, host: str) -> Any:
-        agent = cluster.find_agent(self.ray, host)
+    def _agent(self, host: str, fresh: bool = False) -> Any:
+        with self._lock:
+            agent = None if fresh else self._agents.get(host)
         if agent is None:
-            raise InfraError(f"fleet host {host} has no agent (its node left or died)")
+            agent = cluster.find_agent(self.ray, host)
+            if agent is None:
+                raise InfraError(f"fleet host {host} has no agent (its node left or died)")
+            with self._lock:
+                self._agents[host] = agent
         return agent
 
     def _call(self, host: str, method: str, *args: Any, timeout: float | None = None) -> dict[str, Any]:
         """One agent call; a dead node or agent is InfraError (and the host is avoided)."""
         agent = self._agent(host)
         try:
-            result: dict[str, Any] = self.ray.get(getattr(agent, method).remote(*args),
-                                                  timeout=timeout or self.call_timeout_s)
+            result = self._ray_call(agent, method, args, timeout)
         except Exception as exc:  # noqa: BLE001 - RayActorError, node death, timeouts: the host failed
             why = f"{type(exc).__name__}: {str(exc)[:200]}"
-            self._mark_down(host, why)
-            raise InfraError(f"fleet host {host} failed during {method}: {why}") from None
+            try:  # the handle may be of an agent since replaced (the host left and joined again): ask its successor
+                again = self._agent(host, fresh=True)
+            except Exception:  # noqa: BLE001 - no agent by that name now, or the head is unreachable
+                again = agent
+            try:
+                if again == agent:
+                    raise InfraError(why)
+                result = self._ray_call(again, method, args, timeout)
+            except Exception as exc2:  # noqa: BLE001
+                why = why if isinstance(exc2, InfraError) else f"{type(exc2).__name__}: {str(exc2)[:200]}"
+                self._mark_down(host, why)
+                raise InfraError(f"fleet host {host} failed during {method}: {why}") from None
         if result.get("error") == "infra" and method == "seed":
             self._mark_down(host, result.get("detail", "infra"))
+        return result
+
+    def _ray_call(self, agent: Any, method: str, args: tuple[Any, ...], timeout: float | None) -> dict[str, Any]:
+        result: dict[str, Any] = self.ray.get(getattr(agent, method).remote(*args), timeout=timeout or self.call_timeout_s)
         return result
 
     # ------------------------------------------------------------------ placement

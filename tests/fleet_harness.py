@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +29,9 @@ VENV_BIN = Path(sys.executable).parent
 SHARED_ENGINE = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
 # Small object stores: nothing big travels through Ray (bundles are a few kB).
 RAY_ARGS = "--object-store-memory=80000000"
+# How often the py3.13 box (re)starts its head and each host's node when a start misses Ray's fixed
+# startup windows on a loaded machine (FleetBox._start_head, `fleet join --start-attempts`).
+START_ATTEMPTS = 3
 
 
 def free_port() -> int:
@@ -61,6 +65,26 @@ def stop_group(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, wait_s:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def stop_pid(pid: int, wait_s: float = 15) -> None:
+    """SIGTERM a process this harness started elsewhere (in a container sharing the host's pid
+    namespace), SIGKILL after wait_s (with its process group when it leads one)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            if sig == signal.SIGKILL and os.getpgid(pid) == pid:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
 
 
 @dataclass
@@ -408,7 +432,11 @@ class FleetBox:
                 "-v", f"{self.base}:{self.base}", "-v", f"{REPO}:{REPO}:ro", "-v", f"{self.venv}:{self.venv}:ro",
                 "-e", f"PYTHONPATH={self.base / 'src'}", "-e", "RAY_AUTH_MODE=disabled",
                 "-e", f"SHINKEN_FLEET_STATE={self.state}", "-e", "PYTHONDONTWRITEBYTECODE=1",
-                "-e", "RAY_raylet_start_wait_time_s=300", "--shm-size", "256m"]
+                "--shm-size", "256m",
+                # The CPU weight the Gym runner gets too (gym_harness.GymContainer.cpu_shares): Ray's
+                # startup windows are fixed (15 s for the dashboard agent's port file, 30 s for the
+                # raylet to register); at load 17-50 the agents' Python start alone took longer.
+                "--cpu-shares", "8192"]
         for m in extra_mounts or []:
             args += ["-v", f"{m}:{m}"]
         for k, v in labels_for("server", run=self.name).items():
@@ -416,17 +444,50 @@ class FleetBox:
         r = subprocess.run([*args, self.gym_image, "sleep", "infinity"], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"fleet box: {r.stderr}")
-        port = free_port()
-        self.exec(f"{self.venv}/bin/ray start --head --block --port={port} --node-ip-address=127.0.0.1 --num-cpus=0 "
-                  f"--disable-usage-stats --include-dashboard=false --temp-dir={self.ray_dir} {RAY_ARGS} {self.node_ports()} "
-                  f"> {self.base}/head.log 2>&1", detach=True)
-        self.address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 300
-        while "Ray runtime started" not in (text := self.log("head.log")):  # its raylet too, not just the GCS
-            if "Traceback" in text or time.monotonic() > deadline:
-                raise RuntimeError(f"the py3.13 Ray head did not start: {text}")
-            time.sleep(1)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            failed = self._start_head(attempt)
+            if failed is None:
+                return self
+            if attempt == START_ATTEMPTS:
+                raise RuntimeError(f"the py3.13 Ray head did not start in {START_ATTEMPTS} attempts: {failed}")
         return self
+
+    def raylet_failure(self, since: float) -> str | None:
+        """The fatal line of a raylet of this box that aborted at start (sessions newer than
+        `since`): Ray 2.60's `ray start` does not always notice (seen: blocked minutes on a dead raylet)."""
+        for logs in self.ray_dir.glob("session_2*/logs") if self.ray_dir.is_dir() else []:
+            for p in logs.glob("raylet*.out"):
+                if p.stat().st_mtime < since:
+                    continue
+                for line in p.read_text(errors="replace").splitlines():
+                    if "Check failed" in line or " F " in line[:40]:
+                        return f"{p.name}: {line[-300:]}"
+        return None
+
+    def _start_head(self, attempt: int, timeout: float = 150) -> str | None:
+        """One `ray start --head`; None once its raylet registered ("Ray runtime started"), else why
+        not (its processes are stopped). Ray 2.60's raylet waits a fixed 15 s for the dashboard
+        agent's port file and `ray start` a fixed 30 s for the raylet (docs/fleet.md): on a loaded
+        machine an attempt can miss them, and the next one starts with warm caches."""
+        port = free_port()
+        log = f"head.{attempt}.log"
+        pidfile = self.base / f"head.{attempt}.pid"
+        self.exec(f"echo $$ > {pidfile}; exec {self.venv}/bin/python -u {self.venv}/bin/ray start --head --block "
+                  f"--port={port} --node-ip-address=127.0.0.1 --num-cpus=0 --disable-usage-stats --include-dashboard=false "
+                  f"--temp-dir={self.ray_dir} {RAY_ARGS} {self.node_ports()} > {self.base}/{log} 2>&1", detach=True)
+        self.address = f"127.0.0.1:{port}"
+        deadline, since = time.monotonic() + timeout, time.time() - 1
+        while "Ray runtime started" not in (text := self.log(log)):  # its raylet too, not just the GCS
+            dead = self.raylet_failure(since)
+            if dead or "Traceback" in text or time.monotonic() > deadline:
+                text = f"{text}\n{dead or ''}"
+                try:  # this attempt's `ray start` stops its own processes on SIGTERM
+                    stop_pid(int(pidfile.read_text()))
+                except (OSError, ValueError):
+                    pass
+                return text[-1500:] or "(no output)"
+            time.sleep(1)
+        return None
 
     @staticmethod
     def node_ports() -> str:
@@ -455,29 +516,52 @@ class FleetBox:
                          env={"DOCKER_HOST": docker_host}, timeout=timeout)
 
     def join_all(self, hosts: dict[str, str], image: str, slots: int) -> dict[str, dict]:
-        """`shinken fleet join` of every host at once (name -> DOCKER_HOST); name -> its --json."""
+        """`shinken fleet join` of each host in turn (name -> DOCKER_HOST); name -> its --json.
+        One at a time, so one node's fixed startup windows are not shared with another's start;
+        `--num-cpus 0`: the agents need no CPU resource, and a node with CPUs prestarts as many
+        Python workers at the moment its agents start."""
         import shlex
-        from concurrent.futures import ThreadPoolExecutor
 
-        def one(name: str, docker_host: str) -> dict:
+        out = {}
+        for name, docker_host in hosts.items():
             ray_args = f"{RAY_ARGS} --node-ip-address=127.0.0.1 {self.node_ports()}"
             r = self.exec(f"SHINKEN_RAY_START_ARGS={shlex.quote(ray_args)} "
                           f"{self.venv}/bin/python -m shinken.cli.main fleet join --address {self.address} "
-                          f"--name {name} --slots {slots} --image {image} --num-cpus 2 --json",
-                          env={"DOCKER_HOST": docker_host})
+                          f"--name {name} --slots {slots} --image {image} --num-cpus 0 "
+                          f"--start-attempts {START_ATTEMPTS} --json", env={"DOCKER_HOST": docker_host})
             if r.returncode != 0:
-                raise RuntimeError(f"join {name}: exit {r.returncode}: {r.stderr[-2000:]}")
-            return dict(json.loads(r.stdout))
+                raise RuntimeError(f"join {name}: exit {r.returncode}: {r.stderr[-2000:]}\n{self.node_logs(name)}")
+            out[name] = dict(json.loads(r.stdout))
+        return out
 
-        with ThreadPoolExecutor(len(hosts)) as pool:
-            futures = {n: pool.submit(one, n, h) for n, h in hosts.items()}
-            return {n: f.result() for n, f in futures.items()}
+    def node_logs(self, name: str) -> str:
+        """What a failed join leaves to read: its `ray start` output and the ends of the Ray logs
+        that name a startup problem (raylet, agents), newest session."""
+        out = [f"--- state/{name}.log:\n{self.log(f'state/{name}.log')[-1500:]}"]
+        logs = self.ray_dir / "session_latest" / "logs"
+        for p in sorted(logs.glob("raylet*.out")) + sorted(logs.glob("*agent*.err")) if logs.is_dir() else []:
+            lines = [x for x in p.read_text(errors="replace").splitlines() if " E " in x or " F " in x or "Timed out" in x
+                     or "Traceback" in x or "Error" in x]
+            if lines:
+                out.append(f"--- {p.name}:\n" + "\n".join(lines[-8:])[-1500:])
+        return "\n".join(out)
 
     def status(self) -> dict[str, dict]:
         r = self.shinken("fleet", "status", "--address", self.address, "--json")
         if r.returncode != 0:
             raise RuntimeError(f"fleet status: {r.stderr[-2000:]}")
         return {h["host"]: h for h in json.loads(r.stdout)["hosts"]}
+
+    def drivers(self) -> list[dict]:
+        """The live Ray drivers of this fleet other than the one asking (with no other client
+        connected: the resources server's worker processes that made a FleetEngine), from the
+        GCS's job table."""
+        assert self.venv is not None
+        code = ("import json, os, ray; ray.init(address=%r, log_to_driver=False, configure_logging=False); "
+                "print(json.dumps([{'pid': j['DriverPid'], 'entrypoint': j['Entrypoint']} for j in ray._private.state.jobs() "
+                "if not j['IsDead'] and j['DriverPid'] != os.getpid()]))") % self.address
+        r = self.exec(f"{self.venv}/bin/python -c {shlex.quote(code)} 2>/dev/null | tail -1")
+        return list(json.loads(r.stdout or "[]"))
 
     def pids(self) -> set[int]:
         r = subprocess.run(["docker", "top", self.name, "-eo", "pid"], capture_output=True, text=True)
