@@ -41,6 +41,8 @@ def _json(res: ExecResult, what: str) -> dict[str, Any]:
         raise InfraError(f"{GUEST} {what} printed no result ({detail}): {res.output.strip()[-300:]}")
     if doc.get("error"):
         raise InfraError(f"{GUEST} {what} failed: {doc['error']}")
+    if doc.get("desktop_error") and doc.get("late"):  # a wait ran out: the load, retried
+        raise InfraError(f"the desktop did not come up in time (load?): {doc['desktop_error']}")
     if doc.get("desktop_error"):  # --wait-desktop: what Container.wait_desktop_boot would raise
         raise SetupError(-1, "desktop", str(doc["desktop_error"]), tail(str(doc.get("log") or "")), where="desktop")
     return doc
