@@ -109,14 +109,14 @@ def _combined(tmp: Path, receipt: Path) -> Path:
     return ws
 
 
-def _server_dir(pid: int) -> str:
+def _server_dir(pid: int, c: gh.GymContainer) -> str:
     """The server dir a Gym server process runs in (Gym puts it first on its PYTHONPATH); the runner
-    shares the host's pid namespace."""
+    shares the host's pid namespace (read through the runner when this user may not read it)."""
     try:
-        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
-        return ""
-    path = next((kv[len(b"PYTHONPATH="):] for kv in env if kv.startswith(b"PYTHONPATH=")), b"")
+        raw = subprocess.run(["docker", "exec", c.name, "cat", f"/proc/{pid}/environ"], capture_output=True).stdout
+    path = next((kv[len(b"PYTHONPATH="):] for kv in raw.split(b"\0") if kv.startswith(b"PYTHONPATH=")), b"")
     return path.split(b":")[0].decode(errors="replace").rstrip("/")
 
 
@@ -132,7 +132,7 @@ def server_forks(c: gh.GymContainer, server: str, task: str | None = None) -> li
         cid, _, owner = line.partition(" ")
         parts = owner.rsplit("/", 2)
         if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids \
-                and _server_dir(int(parts[1])).endswith(f"/resources_servers/{server}"):
+                and _server_dir(int(parts[1]), c).endswith(f"/resources_servers/{server}"):
             out.append(cid)
     return out
 
