@@ -25,7 +25,11 @@ CLICK, DOUBLE_CLICK, RIGHT_CLICK, DRAG, SCROLL, MOVE, WAIT, PYAUTOGUI = (
 )
 MAX_WAIT_S = 10
 MAX_SCROLL = 50
-PYAUTOGUI_TIMEOUT_S = 20
+PYAUTOGUI_TIMEOUT_S = 20  # the program's own run, counted from after pyautogui's import
+# Starting python and importing pyautogui, before the program's bound starts: ~0.3 s of CPU, but a
+# fork may get 1/25 of a core on a loaded machine. A start past it is told as text too.
+PYAUTOGUI_START_S = 60
+TIMED_OUT = "SHINKEN-PROGRAM-TIMEOUT"
 PYAUTOGUI_OUTPUT = 4_000
 PYAUTOGUI_MAX_CHARS = 4_000
 WAIT_DEFAULT_S = 1.0  # WAIT in a pyautogui program
@@ -79,10 +83,19 @@ PYAUTOGUI_CALLS = frozenset({
 _SAFE_BUILTINS = frozenset({"range", "int", "round", "len", "min", "max", "abs"})
 
 # Runs the program in the guest with pyautogui; with a scale, coordinates the program gives
-# (screenshot pixels) are mapped to the display's, as are size() and position().
+# (screenshot pixels) are mapped to the display's, as are size() and position(). pyscreeze (imported
+# by pyautogui) loads OpenCV when present, only for locate*(confidence=...), and the cua image has
+# it: OpenCV and numpy were 5.2 s of a 5.5 s cold import (1.0 s warm against 0.27 s without), which
+# under load ate the program's whole bound. The bound is an alarm set after the imports, so it
+# counts the program only; the outer `timeout` catches a start past PYAUTOGUI_START_S.
 PYAUTOGUI_PY = r"""
-import sys, time
+import os, signal, sys, time
+sys.modules["cv2"] = None  # pyscreeze: ImportError -> no OpenCV (locate* without confidence=)
 import pyautogui
+def _stop(*_):
+    sys.stdout.flush()
+    os.write(2, b"\nSHINKEN-PROGRAM-TIMEOUT\n")
+    os._exit(124)
 pyautogui.FAILSAFE = False
 pyautogui.PAUSE = 0.05
 sx, sy = float(sys.argv[2]), float(sys.argv[3])
@@ -96,7 +109,10 @@ if (sx, sy) != (1.0, 1.0):
     pyautogui._normalizeXYArgs = _scaled
     pyautogui.size = lambda: pyautogui.Size(round(_size()[0] / sx), round(_size()[1] / sy))
     pyautogui.position = lambda *a, **k: pyautogui.Point(round(_pos()[0] / sx), round(_pos()[1] / sy))
-exec(compile(sys.argv[1], "<action>", "exec"), {"pyautogui": pyautogui, "time": time, "__name__": "__action__"})
+code = compile(sys.argv[1], "<action>", "exec")
+signal.signal(signal.SIGALRM, _stop)
+signal.setitimer(signal.ITIMER_REAL, float(sys.argv[4]))
+exec(code, {"pyautogui": pyautogui, "time": time, "__name__": "__action__"})
 """
 
 
@@ -303,15 +319,20 @@ def _pyautogui(ctx: ToolContext, profile: Profile, code: str) -> ToolOutput:
             raise ToolArgError(f"the program is not valid Python: {exc.msg} (line {exc.lineno})") from None
     w, h = image_size(ctx, profile)
     sw, sh = screen_size(ctx)
-    argv = ["timeout", "-k", "2", str(PYAUTOGUI_TIMEOUT_S), "python3", "-c", PYAUTOGUI_PY, code,
-            repr(sw / w), repr(sh / h)]
-    err, out, shot = _step(ctx, profile, argv, "the program", timeout=PYAUTOGUI_TIMEOUT_S + 5)
+    bound = PYAUTOGUI_TIMEOUT_S + PYAUTOGUI_START_S
+    argv = ["timeout", "-k", "2", str(bound), "python3", "-c", PYAUTOGUI_PY, code,
+            repr(sw / w), repr(sh / h), str(PYAUTOGUI_TIMEOUT_S)]
+    err, out, shot = _step(ctx, profile, argv, "the program", timeout=bound + 5)
+    stopped = TIMED_OUT in out
     # python-xlib's note that the display needs no cookie (Xvfb here) is noise to the model
-    out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("Xlib.xauth: warning")).strip()
+    out = "\n".join(ln for ln in out.splitlines() if not ln.startswith("Xlib.xauth: warning") and ln != TIMED_OUT).strip()
     if len(out) > PYAUTOGUI_OUTPUT:
         out = "(output cut; the tail is shown)\n" + out[-PYAUTOGUI_OUTPUT:]
-    if err and " (exit 124)" in err:
+    if err and stopped:
         err = f"error: the program ran longer than {PYAUTOGUI_TIMEOUT_S} s and was stopped"
+    elif err and " (exit 124)" in err:
+        err = (f"error: the program was stopped after {bound} s in all (its start may take {PYAUTOGUI_START_S} s, "
+               f"its run {PYAUTOGUI_TIMEOUT_S} s; the machine is busy)")
     text = err or ("ran the program" + (f"\n{out}" if out else ""))
     return _observe_after(ctx, profile, text, shot)
 

@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -399,6 +399,28 @@ class GymSession:
         """Start the servers; (their log, seconds until ready)."""
         self.pid, log, ready_s = start_servers(self.container, command, timeout)
         return log, ready_s
+
+    def start_in_background(self, command: str) -> Callable[[float], tuple[str, float]]:
+        """Start the servers without waiting (Gym's gates can run meanwhile in the same runner);
+        the returned function waits until they are ready, like start(), and returns the same."""
+        self.container.exec(f"mkdir -p {WS_MOUNT}/results")
+        t0 = time.monotonic()
+        log = f"{WS_MOUNT}/results/start-1.log"
+        self.pid = self.container.spawn(command, log)
+
+        def wait(timeout: float = 1800) -> tuple[str, float]:
+            assert self.pid is not None
+            try:
+                wait_ready(self.container, log, self.pid, timeout)
+                return log, time.monotonic() - t0
+            except AssertionError:
+                interrupt(self.pid)
+                self.pid = None
+                if "Failed to get node info" not in self.container.exec(f"cat {log}").stdout:
+                    raise
+            return self.start(command, timeout)  # Ray's own start timed out: once more, as start_servers does
+
+        return wait
 
     def stop_servers(self) -> None:
         """Ctrl-C for the servers (idempotent), e.g. before checking what they released."""

@@ -181,6 +181,9 @@ def test_pyautogui_program_is_bounded_in_time_and_output(engines, monkeypatch) -
     assert out.screenshot is not None and png.webp_size(out.screenshot.data) == (640, 360)
     size = eng.step("bound", gen, "computer_pyautogui", {"code": "print(pyautogui.size())"}).text.splitlines()[-1]
     assert "width=640, height=360" in size  # the program sees the screenshot's size, not the display's
+    # OpenCV (pyscreeze loads it when present; ~4 s of a cold import) stays out of the program's python.
+    out = step("import sys\nprint('cv2' in sys.modules, sys.modules.get('cv2'), 'numpy' in sys.modules)")
+    assert out.text.splitlines()[-1] == "True None False", out.text  # blocked (a None entry), not just absent
     eng.end("bound", gen)
 
 

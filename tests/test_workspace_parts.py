@@ -245,6 +245,33 @@ def test_verifier_cases_come_from_the_receipt_and_the_replayed_rollouts(tmp_path
         assert c["request"].get("agent_ref", {}).get("name") == "shinken_cua_simple_agent"
 
 
+def test_a_recorded_solution_as_the_profiles_tools_make_it(tmp_path: Path, evidence_root: Path) -> None:
+    """The pyautogui profile has no computer_done: a recorded solution ending with it is a
+    full_reward case ending with the program DONE (the same: the rollout is done); without the
+    shell (--no-exec) the solution's computer_exec has no counterpart, so it is no case."""
+    from shinken.computer.profiles import Profile
+
+    solution = [("computer_exec", {"command": "printf hi > /home/user/x"}), ("computer_done", {})]
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(json.dumps(_rollout("a", solution, 1.0)) + "\n")
+    lines = [_line("a", [0.0, 0.0], [{"rollout": 0, "recorded": 1.0, "reward": 1.0, "match": True, "calls": 2}]),
+             _line("b", [0.0, 0.0])]
+    receipt = _receipt(tmp_path / "receipt.json", lines)
+    for exec_, want in [(True, [solution[0], ("computer_pyautogui", {"code": "DONE"})]), (False, None)]:
+        ws = tmp_path / f"ws-{exec_}"
+        res = make_workspace(WorkspaceOptions(
+            dest=ws, task_root=evidence_root, ids_file=receipt, rollouts=[rollouts], license="MIT",
+            profile=Profile(observation="screenshot", actions="pyautogui", exec=exec_)))
+        full = [c for c in _jsonl(ws / SERVER / "tests" / "verifier_cases.jsonl") if c["kind"] == "full_reward"]
+        if want is None:
+            assert full == [] and any("tools this workspace's profile does not have" in n for n in res.notes)
+            continue
+        (case,) = full
+        assert [(o["name"], json.loads(o["arguments"])) for o in case["request"]["response"]["output"]] == want
+        assert {t["name"] for t in case["request"]["responses_create_params"]["tools"]} == {
+            "computer_pyautogui", "computer_exec"}
+
+
 def _oracle(path: Path, outcome: str, reward: float, text: str = "open('/home/user/x', 'w').write('hi')\n") -> dict:
     import hashlib
 

@@ -120,6 +120,20 @@ def _passing_oracles(lines: dict[str, dict[str, Any]], ids: list[str], notes: li
     return out
 
 
+def in_profile(calls: list[tuple[str, dict[str, Any]]], tools: set[str]) -> list[tuple[str, dict[str, Any]]] | None:
+    """Recorded calls as the profile's tools make them, or None when one has no counterpart. The
+    pyautogui profile has no computer_done: a policy ends with the program `DONE`, which does
+    the same (marks the rollout done; the reward reads the fork either way)."""
+    out = []
+    for name, args in calls:
+        if name == "computer_done" and name not in tools and "computer_pyautogui" in tools:
+            name, args = "computer_pyautogui", {"code": "DONE"}
+        if name not in tools:
+            return None
+        out.append((name, args))
+    return out
+
+
 def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, Any] | None,
            rollout_files: list[Path]) -> Evidence:
     """Cases for the tasks `ids` (their rows in `rows`) from a probe receipt and rollout files."""
@@ -145,7 +159,7 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
         ev.notes.append("no task's untouched start scored 0.0 in the probe: no zero_reward verifier case")
 
     solved: list[tuple[str, str]] = []
-    solutions: dict[str, tuple[Path, Rollout]] = {}
+    solutions: dict[str, tuple[Path, Rollout, list[tuple[str, dict[str, Any]]]]] = {}
     other_tools = 0
     for path in rollout_files:
         for tid, rollouts in load_rollouts(path).items():
@@ -155,16 +169,16 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
             for ro in rollouts:
                 rec = replays.get(ro.index)
                 tools = {t["name"] for t in rows[tid]["responses_create_params"]["tools"]}
-                if any(c.name not in tools for c in ro.calls):  # recorded with tools this profile lacks
+                calls = in_profile([(c.name, c.arguments) for c in ro.calls], tools)
+                if calls is None:  # recorded with tools this profile lacks
                     other_tools += 1
                     continue
                 if rec and rec["match"] and _is(rec["reward"], 1.0) and rec["calls"] == len(ro.calls):
-                    solutions[tid] = (path, ro)
+                    solutions[tid] = (path, ro, calls)
                     solved.append((rows[tid].get("app_type") or "", tid))
                     break
     for tid in _spread(solved, MAX_FULL):
-        path, ro = solutions[tid]
-        calls = [(c.name, c.arguments) for c in ro.calls]
+        path, ro, calls = solutions[tid]
         ev.cases.append(case(f"{tid}: recorded solution ({path.name} rollout {ro.index}, {len(calls)} calls) "
                              "replayed by the probe with reward 1.0", "full_reward", rows[tid], calls, 1.0,
                              f"{tid}-solution-{ro.index}"))
@@ -174,8 +188,11 @@ def gather(rows: dict[str, dict[str, Any]], ids: list[str], receipt: dict[str, A
     taken = len([c for c in ev.cases if c["kind"] == "full_reward"])
     for tid in _spread([(rows[t].get("app_type") or "", t) for t in oracles], MAX_FULL - taken):
         orc = oracles[tid]
+        oracle_calls = in_profile(orc.calls(), {x["name"] for x in rows[tid]["responses_create_params"]["tools"]})
+        if oracle_calls is None:
+            continue
         ev.cases.append(case(f"{tid}: reference solution ({orc.name}, run through computer_exec) scored 1.0 by "
-                             "the probe", "full_reward", rows[tid], orc.calls(), 1.0, f"{tid}-oracle"))
+                             "the probe", "full_reward", rows[tid], oracle_calls, 1.0, f"{tid}-oracle"))
     if other_tools:
         ev.notes.append(f"{other_tools} recorded rollout(s) call tools this workspace's profile does not have (e.g. "
                         "computer_exec with --no-exec): not used as full_reward cases; `gym env test` needs one recorded "
