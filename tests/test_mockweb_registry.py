@@ -159,3 +159,47 @@ def test_a_scoped_package_is_moved_to_its_scopes_registry() -> None:
                in ln for ln in lines), lines
     assert any("2 package(s) from registry.npmmirror.com; installing them from the configured registry "
                f"{DEFAULT_REGISTRY}" in ln for ln in lines), lines
+
+
+def test_npm_for_the_node_image_is_fetched_from_the_registry_and_refused_unless_it_is_the_pinned_one(
+        tmp_path: Path, monkeypatch) -> None:
+    """The node image's npm 10 comes from the configured registry (with its credentials) and
+    is used only when its bytes match the pinned integrity: a registry serving anything else
+    is a one-line EnvironmentProblem, and nothing is kept in the cache."""
+    import http.server
+    import threading
+
+    from shinken.errors import EnvironmentProblem
+    from shinken.mockweb import npm_cli
+    from shinken.mockweb.registry import NpmConfig
+
+    seen: list[tuple[str, str | None]] = []
+
+    class Registry(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = b"not the npm you pinned"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/prefix/"
+        npm = NpmConfig(url, "--registry", auth={f"//127.0.0.1:{server.server_address[1]}/prefix/:_authToken": "tok"})
+        cached = tmp_path / "shinken" / "npm-cli" / npm_cli.TARBALL_NAME
+        cached.parent.mkdir(parents=True)
+        cached.write_bytes(b"stale bytes")  # a cached file that is not the pinned npm is not used
+        with pytest.raises(EnvironmentProblem, match="not the pinned"):
+            npm_cli.npm_tarball(npm, b"")
+        assert seen == [(f"/prefix/npm/-/{npm_cli.TARBALL_NAME}", "Bearer tok")]
+        assert not cached.exists() and not list(cached.parent.iterdir())
+    finally:
+        server.shutdown()
+    assert npm_cli.integrity_of(b"x").startswith("sha512-") and npm_cli.NPM_INTEGRITY.startswith("sha512-")
