@@ -184,6 +184,58 @@ def bench_npm_ab(client, source: Path, apps: list[str] | None, n: int, cpu_share
     return out
 
 
+# In one container holding an app's sources: `npm ci` alternately with npm 10 + --prefer-offline
+# (the build's install now) and Debian's npm 9 (before), node_modules removed before each, the
+# shared npm cache warm: the install step alone, n times each.
+INSTALL_AB = r"""set -e
+cd "$1"; export npm_config_registry="$2" npm_config_cache=/npm-cache npm_config_fund=false npm_config_audit=false
+export npm_config_update_notifier=false npm_config_progress=false
+if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
+for i in $(seq "$3"); do
+  rm -rf node_modules; a=$EPOCHREALTIME; npm_config_prefer_offline=true npm ci --loglevel=error >/dev/null
+  b=$EPOCHREALTIME; rm -rf node_modules; c=$EPOCHREALTIME; /usr/bin/npm ci --loglevel=error >/dev/null; d=$EPOCHREALTIME
+  echo "$a $b $c $d"
+done"""
+
+
+def bench_install_ab(client, source: Path, apps: list[str] | None, n: int) -> dict:
+    """The install step alone, side by side: `npm ci` with npm 10 + --prefer-offline against
+    Debian's npm 9, alternated n times in one container per app (the shared npm cache warm)."""
+    from shinken.mockweb.build import _source_tar
+    from shinken.mockweb.registry import npm_config
+
+    chosen = select_apps(discover_apps(source), apps)
+    node_tag, _, _ = ensure_node_image(client)
+    npm = npm_config(None)
+    ca_file = cache_root() / "hub-ca.pem"
+    ca_file.write_bytes(_read_ca(None))
+    npm_cache = cache_root() / "hub-npm"
+    out = {}
+    for app in chosen:
+        sources, _ = _source_tar(app, npm)
+        c = client.containers.create(node_tag, ["sleep", "infinity"], network_mode="host", init=True,
+                                     volumes={str(npm_cache): {"bind": "/npm-cache", "mode": "rw"},
+                                              str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}})
+        try:
+            c.start()
+            c.put_archive("/tmp", sources)
+            load = os.getloadavg()[0]
+            res = c.exec_run(["bash", "-c", INSTALL_AB, "ab", f"/tmp/{app.name}", npm.registry, str(n)])
+            if res.exit_code != 0:
+                raise SystemExit(f"{app.name}: npm ci failed: {res.output.decode()[-2000:]}")
+        finally:
+            c.remove(force=True)
+        rows = [[float(x) for x in ln.split()] for ln in res.output.decode().split("\n") if ln.strip()]
+        new = [b - a for a, b, _, _ in rows]
+        old = [d - c_ for _, _, c_, d in rows]
+        out[app.name] = {"npm10_ci_s": summary(new), "npm9_ci_s": summary(old),
+                         "npm9_over_npm10_p50": round(statistics.median(old) / statistics.median(new), 2),
+                         "pairs": [[round(x, 1), round(y, 1)] for x, y in zip(new, old)],
+                         "load": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
+        print(f"{app.name}: {out[app.name]}", file=sys.stderr, flush=True)
+    return out
+
+
 def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool,
                    cpu_shares: int | None = None, stop_file: Path | None = None, full_hub: bool = True) -> dict:
     """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it, one app
@@ -311,6 +363,52 @@ def survey_table(doc: dict) -> str:
     return "\n".join(rows)
 
 
+# What blocks an app that did not build, read from its first error line (first match wins).
+CAUSES = (
+    ("npm could not resolve the lockfile's peer dependencies (ERESOLVE)", ("ERESOLVE", "peer dep")),
+    ("the lockfile does not match package.json (npm ci)", ("in sync", "npm ci` can only install", "EUSAGE")),
+    ("a package is not on the configured registry", ("E404", "404 Not Found", "ETARGET", "notarget")),
+    ("the registry did not answer (network)", ("ENOTFOUND", "EAI_AGAIN", "ETIMEDOUT", "ECONNREFUSED", "ECONNRESET",
+                                                "ERR_SOCKET_TIMEOUT")),
+    ("Node too old for the app's Vite", ("requires Node", "Vite requires Node")),
+    ("took over the build timeout", ("took over",)),
+    ("the Docker engine did not answer", ("engine:",)),
+    ("vite build failed (the app's sources)", ("vite", "rollup", "Could not resolve", "Transform failed", "error during build")),
+)
+
+
+def failure_cause(error: str) -> str:
+    for cause, needles in CAUSES:
+        if any(n.lower() in error.lower() for n in needles):
+            return cause
+    return "other"
+
+
+def survey_summary(doc: dict) -> str:
+    """The survey's count (N of the checkout's apps measured with its node image, how many
+    built and were checked) and its failures grouped by cause (markdown)."""
+    rows = {k: r for k, r in doc.get("apps", {}).items() if r.get("node_image") == doc.get("node_image")}
+    built = [k for k, r in rows.items() if r.get("built")]
+    checked = [k for k in built if rows[k].get("check")]
+    passed = [k for k in checked if rows[k]["check"].get("ok")]
+    lines = [f"{len(rows)} of {doc.get('apps_in_checkout', '?')} apps measured: {len(built)} built, "
+             f"{len(rows) - len(built)} failed; {len(checked)} checked, {len(passed)} passed every check"]
+    groups: dict[str, list[str]] = {}
+    for k, r in sorted(rows.items(), key=lambda kv: kv[0].lower()):
+        if not r.get("built"):
+            groups.setdefault(failure_cause(r.get("error") or ""), []).append(k)
+    for cause, names in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        lines.append(f"- {cause}: {len(names)} ({', '.join(names)})")
+    by_check: dict[str, list[str]] = {}
+    for k in checked:
+        for name, v in rows[k]["check"]["results"].items():
+            if not v["ok"]:
+                by_check.setdefault(name, []).append(k)
+    for name, names in sorted(by_check.items()):
+        lines.append(f"- `hub check` {name} failed: {len(names)} of {len(checked)} ({', '.join(names)})")
+    return "\n".join(lines)
+
+
 def bench_start(client, manifest, n: int) -> dict:
     ready, first_app = [], []
     for _ in range(n):
@@ -398,6 +496,8 @@ def main() -> None:
                     help="only: N warm rebuilds per app alternating the direct build script and `npm run build`")
     ap.add_argument("--npm-ab", type=int, default=0, metavar="N",
                     help="only: N warm rebuilds per app alternating npm 10 + --prefer-offline and Debian's npm 9")
+    ap.add_argument("--install-ab", type=int, default=0, metavar="N",
+                    help="only: `npm ci` alone, npm 10 + --prefer-offline vs Debian's npm 9, N times each, alternated")
     ap.add_argument("--survey-table", type=Path, metavar="OUT.json", help="print the markdown table of a survey file")
     ap.add_argument("--npm-start", type=int, default=0, metavar="N",
                     help="only: `npm run` vs running the script directly, N times each, alternated")
@@ -421,7 +521,14 @@ def main() -> None:
         print(json.dumps({k: v for k, v in doc.items() if k != "apps"}, indent=1))
         return
     if a.survey_table is not None:
-        print(survey_table(json.loads(a.survey_table.read_text())))
+        doc = json.loads(a.survey_table.read_text())
+        print(survey_table(doc) + "\n\n" + survey_summary(doc))
+        return
+    if a.install_ab:
+        res = bench_install_ab(client, a.source, apps, a.install_ab)
+        print(json.dumps(res, indent=1))
+        if a.json:
+            a.json.write_text(json.dumps(res, indent=1) + "\n")
         return
     if a.npm_ab:
         res = bench_npm_ab(client, a.source, apps, a.npm_ab, a.cpu_shares)
