@@ -153,89 +153,6 @@ def bench_ab(client, source: Path, apps: list[str] | None, n: int, cpu_shares: i
     return out
 
 
-def bench_npm_ab(client, source: Path, apps: list[str] | None, n: int, cpu_shares: int | None = None) -> dict:
-    """Warm rebuilds of each app (the shared npm cache already holds its packages), alternating
-    the install with npm 10 and --prefer-offline (now) and Debian's npm 9 without it (before),
-    n of each in one run: whole build and install step, a ratio measured side by side while
-    the load moves."""
-    chosen = select_apps(discover_apps(source), apps)
-    node_tag, node_id, _ = ensure_node_image(client)
-    ca = _read_ca(None)
-    out = {}
-    for app in chosen:
-        build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares)  # warm the npm cache
-        new, old, loads = [], [], []
-        for _ in range(n):
-            loads.append(os.getloadavg()[0])
-            new.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares))
-            old.append(build_app(client, app, node_tag, node_id, ca, nocache=True, cpu_shares=cpu_shares,
-                                 legacy_npm=True))
-        out[app.name] = {
-            "npm10_s": summary([b.seconds for b in new]), "npm9_s": summary([b.seconds for b in old]),
-            "npm10_install_s": summary([b.phases["install"] for b in new]),
-            "npm9_install_s": summary([b.phases["install"] for b in old]),
-            "npm9_over_npm10_p50": round(statistics.median(b.seconds for b in old)
-                                         / statistics.median(b.seconds for b in new), 2),
-            "install_npm9_over_npm10_p50": round(statistics.median(b.phases["install"] for b in old)
-                                                 / statistics.median(b.phases["install"] for b in new), 2),
-            "phases": {"npm10": [b.phases for b in new], "npm9": [b.phases for b in old]},
-            "load": [round(x, 1) for x in loads], "load_after": round(os.getloadavg()[0], 1)}
-        print(f"{app.name}: {out[app.name]}", file=sys.stderr, flush=True)
-    return out
-
-
-# In one container holding an app's sources: `npm ci` alternately with npm 10 + --prefer-offline
-# (the build's install now) and Debian's npm 9 (before), node_modules removed before each, the
-# shared npm cache warm: the install step alone, n times each.
-INSTALL_AB = r"""set -e
-cd "$1"; export npm_config_registry="$2" npm_config_cache=/npm-cache npm_config_fund=false npm_config_audit=false
-export npm_config_update_notifier=false npm_config_progress=false
-if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
-for i in $(seq "$3"); do
-  rm -rf node_modules; a=$EPOCHREALTIME; npm_config_prefer_offline=true npm ci --loglevel=error >/dev/null
-  b=$EPOCHREALTIME; rm -rf node_modules; c=$EPOCHREALTIME; /usr/bin/npm ci --loglevel=error >/dev/null; d=$EPOCHREALTIME
-  echo "$a $b $c $d"
-done"""
-
-
-def bench_install_ab(client, source: Path, apps: list[str] | None, n: int) -> dict:
-    """The install step alone, side by side: `npm ci` with npm 10 + --prefer-offline against
-    Debian's npm 9, alternated n times in one container per app (the shared npm cache warm)."""
-    from shinken.mockweb.build import _source_tar
-    from shinken.mockweb.registry import npm_config
-
-    chosen = select_apps(discover_apps(source), apps)
-    node_tag, _, _ = ensure_node_image(client)
-    npm = npm_config(None)
-    ca_file = cache_root() / "hub-ca.pem"
-    ca_file.write_bytes(_read_ca(None))
-    npm_cache = cache_root() / "hub-npm"
-    out = {}
-    for app in chosen:
-        sources, _ = _source_tar(app, npm)
-        c = client.containers.create(node_tag, ["sleep", "infinity"], network_mode="host", init=True,
-                                     volumes={str(npm_cache): {"bind": "/npm-cache", "mode": "rw"},
-                                              str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"}})
-        try:
-            c.start()
-            c.put_archive("/tmp", sources)
-            load = os.getloadavg()[0]
-            res = c.exec_run(["bash", "-c", INSTALL_AB, "ab", f"/tmp/{app.name}", npm.registry, str(n)])
-            if res.exit_code != 0:
-                raise SystemExit(f"{app.name}: npm ci failed: {res.output.decode()[-2000:]}")
-        finally:
-            c.remove(force=True)
-        rows = [[float(x) for x in ln.split()] for ln in res.output.decode().split("\n") if ln.strip()]
-        new = [b - a for a, b, _, _ in rows]
-        old = [d - c_ for _, _, c_, d in rows]
-        out[app.name] = {"npm10_ci_s": summary(new), "npm9_ci_s": summary(old),
-                         "npm9_over_npm10_p50": round(statistics.median(old) / statistics.median(new), 2),
-                         "pairs": [[round(x, 1), round(y, 1)] for x, y in zip(new, old)],
-                         "load": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
-        print(f"{app.name}: {out[app.name]}", file=sys.stderr, flush=True)
-    return out
-
-
 def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None, check: bool,
                    cpu_shares: int | None = None, stop_file: Path | None = None, full_hub: bool = True) -> dict:
     """Every app of a (public) CUA-Gym-Hub checkout, as `shinken hub build` builds it, one app
@@ -494,10 +411,6 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--ab", type=int, default=0, metavar="N",
                     help="only: N warm rebuilds per app alternating the direct build script and `npm run build`")
-    ap.add_argument("--npm-ab", type=int, default=0, metavar="N",
-                    help="only: N warm rebuilds per app alternating npm 10 + --prefer-offline and Debian's npm 9")
-    ap.add_argument("--install-ab", type=int, default=0, metavar="N",
-                    help="only: `npm ci` alone, npm 10 + --prefer-offline vs Debian's npm 9, N times each, alternated")
     ap.add_argument("--survey-table", type=Path, metavar="OUT.json", help="print the markdown table of a survey file")
     ap.add_argument("--npm-start", type=int, default=0, metavar="N",
                     help="only: `npm run` vs running the script directly, N times each, alternated")
@@ -523,18 +436,6 @@ def main() -> None:
     if a.survey_table is not None:
         doc = json.loads(a.survey_table.read_text())
         print(survey_table(doc) + "\n\n" + survey_summary(doc))
-        return
-    if a.install_ab:
-        res = bench_install_ab(client, a.source, apps, a.install_ab)
-        print(json.dumps(res, indent=1))
-        if a.json:
-            a.json.write_text(json.dumps(res, indent=1) + "\n")
-        return
-    if a.npm_ab:
-        res = bench_npm_ab(client, a.source, apps, a.npm_ab, a.cpu_shares)
-        print(json.dumps(res, indent=1))
-        if a.json:
-            a.json.write_text(json.dumps(res, indent=1) + "\n")
         return
     if a.ab:
         print(json.dumps(bench_ab(client, a.source, apps, a.ab, a.cpu_shares), indent=1))

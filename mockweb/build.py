@@ -45,7 +45,6 @@ from shinken.images.build import (
 )
 from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
 from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
-from shinken.mockweb.npm_cli import NPM_INTEGRITY, NPM_VERSION, npm_tarball
 from shinken.mockweb.registry import DEFAULT_REGISTRY, NpmConfig, Rewrite, npm_config, rewrite_lockfile
 from shinken.sandbox.ownership import labels_for
 
@@ -166,26 +165,19 @@ def _tar(files: dict[str, bytes]) -> io.BytesIO:
     return buf
 
 
-def ensure_node_image(client: Any, progress: Progress | None = None, *, npm: NpmConfig | None = None,
-                      ca_pem: bytes | None = None) -> tuple[str, str, bool]:
-    """(tag, image id, cached) of shinken/hub-node for the current base image. Building it
-    fetches the pinned npm tarball (mockweb.npm_cli) from `npm`'s registry (default: npm's
-    configured one) with `ca_pem` (default: the host's CA bundle)."""
+def ensure_node_image(client: Any, progress: Progress | None = None) -> tuple[str, str, bool]:
+    """(tag, image id, cached) of shinken/hub-node for the current base image."""
     base_id = ensure_base(client, progress=progress, suite=NODE_SUITE)
     dockerfile = (HUB_IMAGE_DIR / "node.Dockerfile").read_bytes()
-    pin = f"npm={NPM_VERSION} {NPM_INTEGRITY}\n".encode()
-    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\nbase=" + base_id.encode() + b"\n" + dockerfile
-                       + pin).hexdigest()[:12]
+    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\nbase=" + base_id.encode() + b"\n" + dockerfile).hexdigest()[:12]
     tag = f"{NODE_REPO}:{h}"
     with _build_lock("hub-node"):
         found = _image_id(client, tag)
         if found:
             return tag, found, True
-        _say(progress, f"building {tag} (Node.js from Debian, npm {NPM_VERSION} from the npm registry)")
-        tarball = npm_tarball(npm or npm_config(None), _read_ca(None) if ca_pem is None else ca_pem)
-        image_id = run_build(client, _tar({"Dockerfile": dockerfile, "npm.tgz": tarball}), tag, f"hub-node-{h}",
-                             buildargs={"BASE_IMAGE": f"{base_repo(NODE_SUITE)}:{base_hash(apt_mirror(), NODE_SUITE)}",
-                                        "NPM_VERSION": NPM_VERSION},
+        _say(progress, f"building {tag} (Node.js and npm from Debian)")
+        image_id = run_build(client, _tar({"Dockerfile": dockerfile}), tag, f"hub-node-{h}",
+                             buildargs={"BASE_IMAGE": f"{base_repo(NODE_SUITE)}:{base_hash(apt_mirror(), NODE_SUITE)}"},
                              labels={LABEL_HASH: h, LABEL_IMAGE: "hub-node", LABEL_PARENT: base_id},
                              progress=progress, nocache=False)
         _tag_latest(client, image_id, NODE_REPO)
@@ -232,22 +224,19 @@ export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_f
 # a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
 export npm_config_fetch_timeout=900000 npm_config_fetch_retries=5 npm_config_fetch_retry_maxtimeout=120000
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
-# $4: the npm to install with (npm 10 on PATH; /usr/bin/npm is Debian's 9, for comparing);
-# $5 = 1: --prefer-offline (a cached package's metadata is not asked for again; tarballs are
-# read from the shared cache by integrity either way)
-NPM="${4:-npm}"
-if [ "$5" = 1 ]; then export npm_config_prefer_offline=true; fi
-export npm_config_progress=false
-echo "shinken: installing with $NPM${npm_config_prefer_offline:+ --prefer-offline}"
+# --prefer-offline: a package the shared cache holds is not asked for again (tarballs are read
+# from it by integrity either way; metadata, what `npm install` without a lockfile resolves, is
+# revalidated only when missing)
+export npm_config_prefer_offline=true npm_config_progress=false
 t0=$EPOCHREALTIME
-if [ -f package-lock.json ]; then "$NPM" ci --loglevel=warn; else "$NPM" install --loglevel=warn; fi
+if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
 t1=$EPOCHREALTIME
 echo "shinken-phase: install $t0 $t1"
 if [ -n "$3" ]; then
   echo "> $3"
   PATH="$PWD/node_modules/.bin:$PATH" npm_lifecycle_event=build sh -c "$3"
 else
-  "$NPM" run build
+  npm run build
 fi
 t2=$EPOCHREALTIME
 echo "shinken-phase: build $t1 $t2"
@@ -294,7 +283,7 @@ def first_error_line(lines: list[str]) -> str:
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
               progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None,
               registry: str = DEFAULT_REGISTRY, cpu_shares: int | None = None,
-              npm: NpmConfig | None = None, run_directly: bool = True, legacy_npm: bool = False) -> AppBuild:
+              npm: NpmConfig | None = None, run_directly: bool = True) -> AppBuild:
     """The built image of one app, cached by the hash of its sources and the node image.
     npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
     by every app build; the benchmark passes an empty one to time a cold build). registry: the
@@ -303,8 +292,7 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
     them). npm: the npm settings (registry, scoped registries, credentials; default: `registry`
     alone); credentials reach the build through a private file mounted for it only.
     run_directly: run the build script without npm when npm would only run it (False: always
-    `npm run build`, for comparing the two). legacy_npm: install with Debian's npm 9 and
-    without --prefer-offline (the build path before npm 10; for comparing). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
+    `npm run build`, for comparing the two). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
     128 lets a long survey use idle CPU and yield to other work). A failed build raises
     AppBuildFailed."""
     t0 = time.monotonic()
@@ -320,7 +308,7 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
             image_id, log, phases = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
                                                             npm_cache or cache_root() / "hub-npm",
                                                             npm or NpmConfig(registry, "--registry"), cpu_shares,
-                                                            run_directly, legacy_npm)
+                                                            run_directly)
         except AppBuildFailed as exc:
             exc.seconds = time.monotonic() - t0
             raise
@@ -330,7 +318,7 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
                             ca_pem: bytes, progress: Progress | None, npm_cache: Path,
                             npm: NpmConfig, cpu_shares: int | None = None,
-                            run_directly: bool = True, legacy_npm: bool = False) -> tuple[str, Path, dict[str, float]]:
+                            run_directly: bool = True) -> tuple[str, Path, dict[str, float]]:
     import docker.errors
     import requests.exceptions
 
@@ -388,7 +376,7 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         api.put_archive(cid, APPS_ROOT, sources)
         direct = direct_script(app.folder, "build") if run_directly else None
         ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry,
-                                   direct or "", "/usr/bin/npm" if legacy_npm else "npm", "" if legacy_npm else "1"],
+                                   direct or ""],
                              environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc"})
         deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
         pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
@@ -504,7 +492,7 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
     _say(progress, f"npm registry: {reg} ({npm.source}); every lockfile's tarball URLs point there"
          + (f" (scoped: {', '.join(f'{k} {v}' for k, v in sorted(npm.scopes.items()))})" if npm.scopes else ""))
     tn = time.monotonic()
-    node_tag, node_id, _ = ensure_node_image(client, progress, npm=npm, ca_pem=ca_pem)
+    node_tag, node_id, _ = ensure_node_image(client, progress)
     node_seconds = time.monotonic() - tn
     builds: list[AppBuild] = []
     failed: list[AppFailure] = []

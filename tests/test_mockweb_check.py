@@ -13,7 +13,6 @@ from shinken.images.build import _read_ca
 from shinken.mockweb.apps import discover_apps, select_apps
 from shinken.mockweb.build import build_app, ensure_node_image
 from shinken.mockweb.manifest import read_manifest
-from shinken.mockweb.npm_cli import NPM_VERSION
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import validation_error
 from tests.cli_runner import CliResult, run_cli
@@ -47,7 +46,6 @@ def test_a_lockfile_naming_an_unreachable_host_builds_from_the_configured_regist
     log = Path(built.log).read_text()
     assert f"from {UNREACHABLE}; installing them from the configured registry https://registry.npmjs.org/" in log
     assert "ENOTFOUND" not in log and "built in" in log  # vite's own last line of a build
-    assert "shinken: installing with npm --prefer-offline" in log  # npm 10, not Debian's
     assert any((tmp_path / "npm").rglob("*")), "npm fetched nothing: the build did not exercise the registry"
     # The checkout's lockfile itself is untouched (the rewrite lives in the build's copy).
     assert json.loads((app.folder / "package-lock.json").read_text()) == lock
@@ -60,10 +58,6 @@ def test_the_hub_node_image_runs_node_20_19_or_newer(docker_client) -> None:
                                        network_mode="none", labels=labels_for("build", task="test-node")).decode().strip()
     major, minor = (int(x) for x in out.split(".")[:2])
     assert (major, minor) >= (20, 19), out
-    # npm 10 from the registry (pinned) is the npm on PATH; Debian's stays as /usr/bin/npm
-    out = docker_client.containers.run(node_tag, ["sh", "-c", "npm --version; /usr/bin/npm --version"], remove=True,
-                                       network_mode="none", labels=labels_for("build", task="test-node")).decode().split()
-    assert out[0] == NPM_VERSION and out[1].startswith("9."), out
 
 
 @pytest.fixture(scope="module")
