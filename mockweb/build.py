@@ -224,6 +224,10 @@ export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_f
 # a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
 export npm_config_fetch_timeout=900000 npm_config_fetch_retries=5 npm_config_fetch_retry_maxtimeout=120000
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
+# --prefer-offline: a package the shared cache holds is not asked for again (tarballs are read
+# from it by integrity either way; metadata, what `npm install` without a lockfile resolves, is
+# revalidated only when missing)
+export npm_config_prefer_offline=true npm_config_progress=false
 t0=$EPOCHREALTIME
 if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
 t1=$EPOCHREALTIME
@@ -470,12 +474,14 @@ def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
 
 def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any = None,
               ca_bundle: Path | str | None = None, progress: Progress | None = None,
-              nocache: bool = False, registry: str | None = None, cpu_shares: int | None = None) -> HubBuild:
+              nocache: bool = False, registry: str | None = None, cpu_shares: int | None = None,
+              latest: bool = True) -> HubBuild:
     """Build (or find cached) the hub image serving every app of `app_names` (default: all
     apps of the checkout at `source`) that builds. An app that fails is left out and named
     (HubBuild.failed, the manifest's `left_out`); NothingBuilt when none built.
     registry: the npm registry to install from (default: npm's configured one). cpu_shares:
-    the app build containers' CPU weight (see build_app)."""
+    the app build containers' CPU weight (see build_app). latest: also tag the image
+    shinken/hub:latest (False: only its content-hash tag, for a throwaway hub)."""
     t0 = time.monotonic()
     chosen = select_apps(discover_apps(source), app_names)
     check_aliases(chosen)
@@ -511,7 +517,8 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
     with _build_lock("hub"):
         found = _image_id(client, tag)
         if found and not nocache:
-            _tag_latest(client, found, HUB_REPO)
+            if latest:
+                _tag_latest(client, found, HUB_REPO)
             return HubBuild(tag, found, h, True, time.monotonic() - t0, manifest, builds, node_seconds, failed, reg)
         _say(progress, f"building {tag} ({len(apps)} app(s): {', '.join(a.name for a in apps)})")
         context = _tar({"Dockerfile": dockerfile, "hub.json": json.dumps(manifest, indent=1).encode(),
@@ -520,6 +527,7 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
                              labels={LABEL_HASH: h, LABEL_IMAGE: "hub", LABEL_PARENT: node_id,
                                      LABEL_HUB_MANIFEST: manifest_bytes.decode()},
                              progress=progress, nocache=nocache)
-        _tag_latest(client, image_id, HUB_REPO)
+        if latest:
+            _tag_latest(client, image_id, HUB_REPO)
     return HubBuild(tag, image_id, h, False, time.monotonic() - t0, manifest, builds, node_seconds, failed, reg)
 
