@@ -1,10 +1,13 @@
 """The chaos matrix at bench size: rollouts of the demo workspace through the real NeMo Gym 0.7.0
 (`gym eval run`, the scripted policy as the model) with one fault kind per batch injected at
 seeded random points (tests/chaos.py), plus the resources server killed with SIGKILL and started
-again. Prints the matrix (docs/reliability.md) and the machine's load.
+again, and one Gym session on a private engine (tests/chaos.py private_engine_gym: the web task's hub
+killed, the disk full, the engine restarted, one `gym eval run` per group). Prints the matrix
+(docs/reliability.md) and the machine's load.
 
     .venv/bin/python benchmarks/bench_chaos.py [--rollouts 12] [--faults 4] [--timeout-rollouts 3] [--seed 21]
-        [--only kill_tool,kill_verify,oom,timeout,server_sigkill,engine_http,engine_restart]
+        [--engine-rollouts 6] [--engine-faults 2]
+        [--only mixed,kill_tool,kill_verify,oom,timeout,server_sigkill,engine_http,private_engine]
 
 Run it under the Gym lock (`flock /tmp/shinken-gym.lock ...`): it starts NeMo Gym.
 
@@ -39,10 +42,12 @@ def main() -> int:
     ap.add_argument("--faults", type=int, default=4, help="faulted rollouts per batch")
     ap.add_argument("--timeout-rollouts", type=int, default=3, help="rollouts of the reward-timeout batch (1 faulted; "
                     "each faulted one waits out the 120 s reward timeout)")
-    ap.add_argument("--engine-restarts", type=int, default=2, help="engine restarts in the `gym eval run` "
-                    "engine_restart batch (a second Gym session, its forks on a private engine; 0 skips the row)")
+    ap.add_argument("--engine-rollouts", type=int, default=6, help="rollouts per group of the private-engine "
+                    "Gym session (hub_killed, disk_full, engine_restart)")
+    ap.add_argument("--engine-faults", type=int, default=2, help="faulted rollouts of its disk_full and "
+                    "engine_restart groups (the hub is killed once, the last web rollout: it does not come back)")
     ap.add_argument("--only", help="comma-separated rows to run (mixed,kill_tool,kill_verify,oom,timeout,"
-                    "server_sigkill,engine_http,engine_restart); default all")
+                    "server_sigkill,engine_http,private_engine); default all")
     ap.add_argument("--lock", type=Path, default=Path("/tmp/shinken-gym.lock"),
                     help="held (flock) only while a Gym session runs, so making the workspace waits for nobody")
     ap.add_argument("--seed", type=int, default=21)
@@ -63,9 +68,11 @@ def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0
     def wanted(name: str) -> bool:
         return only is None or name in only
 
-    ws = gh.make_demo_workspace(tmp)
+    # The demo workspace (probed: minutes) only for the rows that use it; the private-engine session makes its own.
+    needs_demo = only is None or bool(only - {"private_engine"})
+    ws = gh.make_demo_workspace(tmp) if needs_demo else None
     task_row = next(json.loads(x) for x in (ws.server / "data" / "example.jsonl").read_text().splitlines()
-                    if x.strip() and json.loads(x)["task_id"] == TASK)
+                    if x.strip() and json.loads(x)["task_id"] == TASK) if ws is not None else {}
     rows: list[chaos.Row] = []
     loads: list[float] = [load0[0]]
 
@@ -113,11 +120,26 @@ def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0
         for row in chaos.engine_faults(ws, tmp / "engine", task_row, in_flight=max(2, ns.faults)):
             row.fault += " (HTTP)"
             add(row)
-    if ns.engine_restarts and wanted("engine_restart"):
+    if wanted("private_engine"):
+        from shinken.images.build import build_image
+        from shinken.mockweb.build import build_hub
+
+        hub = build_hub(REPO / "tests" / "data" / "hub").tag
+        n, k = ns.engine_rollouts, ns.engine_faults
+        plans = chaos.EnginePlans(hub_killed=["pass"] * (n - 1) + ["hub_killed"],
+                                  disk_full=chaos.plans("disk_full", n, k, ns.seed),
+                                  engine_restart=chaos.plans("engine_restart", n, k, ns.seed))
         with gym_lock():
-            row = engine_restart(ws, tmp, task_row, ns.rollouts, ns.engine_restarts, ns.seed)
-        row.fault += " (gym eval run)"
-        add(row)
+            engine_rows, info = chaos.private_engine_gym(tmp / "private", build_image("linux").tag, hub, plans,
+                                                         seed_tag=f"bench-{ns.seed}")
+        print(f"private-engine Gym session: {info}", file=sys.stderr, flush=True)
+        import test_chaos as tc
+
+        print(f"private-engine batches as tests/test_chaos.py checks them: {tc.check_engine(engine_rows, plans)}",
+              file=sys.stderr, flush=True)
+        for row in engine_rows:
+            row.fault += " (gym eval run, private engine)"
+            add(row)
     load1 = os.getloadavg()
     print(chaos.markdown(rows))
     print(f"\nload average (1 min) at start {load0[0]:.1f}, after each row {', '.join(f'{x:.0f}' for x in loads[1:])}; "
@@ -131,28 +153,6 @@ def run(ns: argparse.Namespace, tmp: Path, load0: tuple[float, float, float], t0
     if bad:
         print(f"rows breaking an invariant: {bad}", file=sys.stderr)
     return 1 if bad else 0
-
-
-def engine_restart(ws: gh.GymWorkspace, tmp: Path, task_row: dict, rollouts: int, restarts: int,
-                   seed: int) -> chaos.Row:
-    """A Gym session whose resources server forks on a private engine (the linux task image
-    loaded into it; hello-file needs no desktop), restarted between two tool calls of a rollout."""
-    from private_dockerd import private_engine
-
-    image = gh.sandbox_image("linux")
-    with private_engine("i21r", "shinken-i21-restart", (image,)) as eng:
-        policy = sp.PolicyServer().start()
-        gh.point_at_policy(ws.path, policy.base_url)
-
-        def restart() -> None:
-            eng.stop()
-            eng.start()
-
-        with gh.gym_session(ws.path, tmp / "venvs-restart", policy, binds=[(eng.base, "/engine")],
-                            env={"DOCKER_HOST": "unix:///engine/d.sock", "SHINKEN_IMAGE": image}) as session:
-            session.start(ws.command("gym env start "))
-            return chaos.run_batch(session.container, ws.path, policy, task_row, "engine_restart", rollouts, restarts,
-                                   seed, engine=("-H", eng.host), restart=restart)
 
 
 if __name__ == "__main__":

@@ -123,6 +123,15 @@ class _PendingDelete:
     last_error: str = ""
 
 
+def _outage(exc: BaseException) -> bool:
+    """An exception the failure table answers as the engine's or the machine's (503 infra_error):
+    InfraError, and the Docker SDK's own errors no shinken code wrapped (an engine restarted under
+    a call raises requests' ConnectionError: its socket is gone)."""
+    from shinken.computer.failures import answer_for
+
+    return answer_for(exc).error == "infra_error"
+
+
 def _infra_code(exc: BaseException) -> str:
     """fork_lost when the rollout's own container (or its session) is gone, disk_full and
     hub_lost for those, else infra."""
@@ -569,8 +578,11 @@ class ComputerEngine:
                 assert sess.ctx is not None
                 try:
                     return fn(sess.ctx)
-                except (InfraError, SessionError) as exc:
-                    # The fork broke under us (daemon error, container gone): not the model's doing.
+                except Exception as exc:
+                    # The fork broke under us (daemon error, container gone, the engine's socket gone
+                    # mid-call): not the model's doing.
+                    if not isinstance(exc, (InfraError, SessionError)) and not _outage(exc):
+                        raise
                     sess.infra_failure = f"{type(exc).__name__} during {what}: {exc}"
                     sess.failure_code = _infra_code(exc)
                     sess.failure_stage = "agent"
@@ -604,7 +616,9 @@ class ComputerEngine:
                     return VerifyResult.masked("postconfig", "verification", f"{type(exc).__name__}: {exc}",
                                                exc.output_tail)
                 except Exception as exc:  # noqa: BLE001 - a broken reward run masks the sample, never crashes the server
-                    return VerifyResult.masked("verify_error", "verification", f"{type(exc).__name__}: {exc}")
+                    # An engine that went away mid-call (a raw Docker SDK error) is the machine's, not the verifier's.
+                    return VerifyResult.masked("infra" if _outage(exc) else "verify_error", "verification",
+                                               f"{type(exc).__name__}: {exc}")
                 finally:
                     sess.last_used = time.monotonic()
                 if res.error is None and res.reward is not None:

@@ -14,7 +14,12 @@ host name is its golden's, not its own short id). Faults, one kind per batch:
 - `oom`: the task is solved, then reward.py is made to allocate 3 GiB (the fork's limit is 2 GiB);
 - `timeout`: the task is solved, then reward.py is made to sleep past its 120 s timeout;
 - `engine_restart`: the Docker engine the forks live on (a private one) is stopped and started
-  again between two tool calls; every container on it dies, other rollouts in flight included.
+  again between two tool calls; every container on it dies, other rollouts in flight included;
+- `disk_full`: the private engine's data root (a small loop-mounted file system) filled to its
+  last block one tool call in, so the solution's write fails with ENOSPC; freed once the
+  rollout's fork is gone (released at /verify);
+- `hub_killed`: a web task's star toggled (solved), then the server's hub container on the
+  private engine killed (`docker kill`) before /verify.
 
 The reward faults are planted as root in the fork (a `.pth` file Python runs at start, acting only
 when the process is reward.py), after the policy's last tool call: the injector stands in for a
@@ -42,7 +47,7 @@ from chance_policy import CONTAINER_ID
 
 from shinken.failure_kinds import GYM_FAILURE_KINDS, is_gym_kind
 
-FAULTS = ("kill_tool", "kill_verify", "oom", "timeout", "engine_restart")
+FAULTS = ("kill_tool", "kill_verify", "oom", "timeout", "engine_restart", "disk_full", "hub_killed")
 _PLAN = re.compile(r"echo plan=(\w+); sed ")
 PTH = "/usr/lib/python3/dist-packages/zz_shinken_chaos.pth"
 _IF_REWARD = "if any(a.endswith('reward.py') for a in getattr(sys, 'orig_argv', ())):"
@@ -59,7 +64,37 @@ EXPECTED = {
     "timeout": ("verifier_error", "reward_timeout"),
     "engine_restart": ("session_lost", "fork_lost"),
     "disk_full": ("provider_quota_exhausted", "disk_full"),
+    "hub_killed": ("provider_unavailable", "hub_lost"),
 }
+# The web task of tests/data/web_tasks (star the message 'Quarterly report'), solved through the
+# mock's State API from inside the fork: the state the reward reads lives in the hub only.
+WEB_TASK = "8b2f7c1e-4a3d-5e6f-9a0b-1c2d3e4f5a6b"
+TOGGLE = """
+import json, urllib.request
+sid = open('/tmp/task_web_sid').read().strip()
+base = 'http://cua-gym-mailbox'
+st = json.loads(urllib.request.urlopen(base + '/go?sid=' + sid, timeout=30).read())['current_state']
+for m in st['messages']:
+    if m['subject'] == 'Quarterly report':
+        m['starred'] = not m['starred']
+req = urllib.request.Request(base + '/post?sid=' + sid, method='POST', headers={'Content-Type': 'application/json'},
+                             data=json.dumps({'action': 'set_current', 'state': st}).encode())
+print(urllib.request.urlopen(req, timeout=30).status, sid)
+"""
+
+
+def star_by_toggle(history: list[tuple[str, str]]) -> "sp.Call | None":
+    """The web task's script: toggle the star through the State API, then done."""
+    import shlex
+
+    steps: list[sp.Call] = [("computer_exec", {"command": f"python3 -c {shlex.quote(TOGGLE)}"}), ("computer_done", {})]
+    return steps[len(history)] if len(history) < len(steps) else None
+
+
+def register_web_task() -> None:
+    """Let the scripted policy name and solve WEB_TASK (idempotent)."""
+    sp.MATCH.setdefault(WEB_TASK, "'Quarterly report'")
+    sp.SCRIPTS.setdefault(WEB_TASK, star_by_toggle)
 
 
 def plans(fault: str, rollouts: int, faults: int, seed: int) -> list[str]:
@@ -96,11 +131,14 @@ class ChaosPolicy:
     plan: dict[str, list[str]]
     engine: tuple[str, ...] = ()  # ("-H", socket) when the forks live on another engine
     restart: Callable[[], None] | None = None  # restarts that engine (engine_restart)
+    disk: Path | None = None  # the mounted file system of that engine's data root (disk_full)
+    hub_pids: set[int] = field(default_factory=set)  # hub_killed on the shared engine: the hub these own
     handed: Counter = field(default_factory=Counter)
     injections: list[Injection] = field(default_factory=list)
     _done: set[str] = field(default_factory=set)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _fillers: list[Path] = field(default_factory=list)
 
     def _draw(self, task: str) -> str:
         with self._lock:
@@ -129,6 +167,23 @@ class ChaosPolicy:
             r = docker(*self.engine, "kill", cid)
             inj.ok, inj.detail = r.returncode == 0, r.stderr.strip()
             return
+        if fault == "disk_full":
+            self._fill(inj)
+            return
+        if fault == "hub_killed":
+            # Only ever the batch's server's own hub: the one hub of a private engine, or on the shared
+            # engine the running hub whose owner label names one of `hub_pids` (the runner's processes).
+            assert self.engine or self.hub_pids, "hub_killed needs a private engine or the server's pids"
+            out = docker(*self.engine, "ps", "--filter", "label=shinken.kind=hub", "--format",
+                         '{{.ID}} {{.Label "shinken.owner"}}').stdout.splitlines()
+            hubs = [line.split()[0] for line in out
+                    if self.engine or _owner_pid(line.partition(" ")[2]) in self.hub_pids]
+            if len(hubs) != 1:
+                inj.detail = f"expected the server's one running hub, found {hubs}"
+                return
+            r = docker(*self.engine, "kill", hubs[0])
+            inj.ok, inj.detail = r.returncode == 0, f"hub {hubs[0]} killed {r.stderr.strip()}".strip()
+            return
         if fault == "engine_restart":
             assert self.restart is not None
             t0 = time.monotonic()
@@ -144,6 +199,27 @@ class ChaosPolicy:
             t = threading.Thread(target=self._kill_in_reward, args=(inj, self.engine), daemon=True)
             self._threads.append(t)
             t.start()
+
+    def _fill(self, inj: Injection) -> None:
+        """Fill the data root's file system; a thread frees it once the rollout's fork is gone."""
+        from private_dockerd import fill
+
+        assert self.disk is not None and self.engine, "disk_full needs a private engine on a disk of its own"
+        filler = fill(self.disk)
+        self._fillers.append(filler)
+        st = os.statvfs(self.disk)
+        inj.ok, inj.detail = True, f"filled ({st.f_bavail} blocks free)"
+        t0 = time.monotonic()
+
+        def free_when_released(wait_s: float = 300) -> None:
+            while time.monotonic() - t0 < wait_s and docker(*self.engine, "inspect", inj.container).returncode == 0:
+                time.sleep(0.2)
+            filler.unlink(missing_ok=True)
+            inj.detail += f"; freed {time.monotonic() - t0:.1f} s later (the fork released)"
+
+        t = threading.Thread(target=free_when_released, daemon=True)
+        self._threads.append(t)
+        t.start()
 
     @staticmethod
     def _kill_in_reward(inj: Injection, engine: tuple[str, ...], wait_s: float = 120) -> None:
@@ -166,6 +242,8 @@ class ChaosPolicy:
     def wait(self, timeout: float = 180) -> None:
         for t in self._threads:
             t.join(timeout)
+        for filler in self._fillers:  # whatever happened, the disk is free again after the batch
+            filler.unlink(missing_ok=True)
 
     def __call__(self, input_items: list[dict[str, Any]]) -> tuple[str, sp.Call | None]:
         task = sp.task_of(input_items)
@@ -179,10 +257,19 @@ class ChaosPolicy:
                 self._inject(plan, cid)
                 return task, ("computer_exec", {"command": "echo after the kill"})
             return task, (("computer_done", {}) if len(rest) == 1 else None)
+        if plan == "disk_full" and not rest:
+            self._inject(plan, cid)  # one tool call in; the script's own write comes next
         call = sp.SCRIPTS[task](rest)
-        if call is None and plan != "pass":
+        if call is None and (plan in PLANTS or plan == "hub_killed"):
             self._inject(plan, cid)  # the last tool call is done: the agent calls /verify next
         return task, call
+
+
+def _owner_pid(label: str) -> int | None:
+    """The pid of a shinken.owner label of this host (host/pid/start), else None."""
+    parts = label.strip().rsplit("/", 2)
+    ok = len(parts) == 3 and parts[0] == socket.gethostname() and parts[1].isdigit()
+    return int(parts[1]) if ok else None
 
 
 def plan_of(items: list[dict[str, Any]]) -> str:
@@ -267,9 +354,10 @@ def read_batch(out: Path, fault: str | None, policy: ChaosPolicy) -> list[Row]:
     return list(rows.values())
 
 
-def leftovers(pids: set[int], engine: tuple[str, ...] = ()) -> int:
-    """Fork and pool containers, and shinken networks, owned by these (server) pids: what a
-    batch left behind (`engine`: ("-H", socket) for an engine other than the shared one)."""
+def leftovers(pids: set[int], engine: tuple[str, ...] = (), networks: bool = True) -> int:
+    """Fork and pool containers, and shinken networks (unless `networks` is False), owned by these
+    (server) pids: what a batch left behind (`engine`: ("-H", socket) for an engine other than the
+    shared one)."""
     host = socket.gethostname()
 
     def owned(what: str, *filters: str) -> int:
@@ -282,7 +370,29 @@ def leftovers(pids: set[int], engine: tuple[str, ...] = ()) -> int:
         return n
 
     return (owned("container", "--filter", "label=shinken.kind=fork") + owned("container", "--filter", "label=shinken.kind=pool")
-            + owned("network", "--filter", "label=shinken.managed=1"))
+            + (owned("network", "--filter", "label=shinken.managed=1") if networks else 0))
+
+
+def gc_owners(pids: set[int], engine_host: str) -> list[str]:
+    """`shinken gc --force` against that engine (a process of its own: DOCKER_HOST) for every owner
+    label on its containers and networks that names one of `pids` (a label is host/pid/start, so
+    it is read from the resources, not made up); the owner labels reclaimed for."""
+    from cli_runner import run_cli
+
+    host = socket.gethostname()
+    owners: set[str] = set()
+    for what in ("container", "network"):
+        out = docker("-H", engine_host, what, "ls", *(["-a"] if what == "container" else []), "--format",
+                     '{{.Label "shinken.owner"}}').stdout
+        for label in out.split():
+            parts = label.rsplit("/", 2)
+            if len(parts) == 3 and parts[0] == host and parts[1].isdigit() and int(parts[1]) in pids:
+                owners.add(label)
+    for owner in sorted(owners):
+        r = run_cli("gc", "--force", "--label", f"shinken.owner={owner}", env={**os.environ, "DOCKER_HOST": engine_host},
+                    timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return sorted(owners)
 
 
 def run_batch(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any], fault: str, rollouts: int,
@@ -296,11 +406,17 @@ def run_batch(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any
 
 def run_plan(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any], plan: list[str], name: str, *,
              fault: str | None = None, concurrency: int = 2, engine: tuple[str, ...] = (),
-             restart: Callable[[], None] | None = None) -> list[Row]:
+             restart: Callable[[], None] | None = None, disk: Path | None = None,
+             sidecar: bool = False, count_networks: bool = True, hub_pids: set[int] | None = None) -> list[Row]:
     """One `gym eval run` batch (`len(plan)` rollouts, the i-th rollout handed out getting plan[i])
     in runner `c` (its servers started), `server` the policy the workspace points at; the rows
     read back from the rollout files (read_batch: one row when `fault` is set, else one per plan).
-    Every row's leftovers are those of the whole batch."""
+    Every row's leftovers are those of the whole batch (`count_networks` False: forks only, for a
+    server whose web run network lives as long as it does).
+    `sidecar`: Gym's route_failures_to_sidecar, as a trainer runs it: a rollout whose /run failed
+    (a seed answered 503 while the engine restarted or the disk was full: Gym's simple agent
+    raises on it) is a failures-sidecar row instead of the end of the whole batch; such a rollout
+    never reached the policy, so it drew no plan."""
     import gym_harness as gh
 
     task = task_row["task_id"]
@@ -309,20 +425,24 @@ def run_plan(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any]
     for old in (ws / rel).glob("rollouts*"):
         old.unlink()
     (ws / rel / "inputs.jsonl").write_text(json.dumps(task_row) + "\n")
-    policy = ChaosPolicy({task: list(plan)}, engine=engine, restart=restart)
+    policy = ChaosPolicy({task: list(plan)}, engine=engine, restart=restart, disk=disk, hub_pids=set(hub_pids or ()))
     server.decide = policy
     t0 = time.monotonic()
     try:
         r = c.exec(f"gym eval run --no-serve --agent {gh.AGENT} --input {rel}/inputs.jsonl --output "
-                   f"{rel}/rollouts.jsonl --num-repeats {len(plan)} --concurrency {concurrency}", timeout=3600)
+                   f"{rel}/rollouts.jsonl --num-repeats {len(plan)} --concurrency {concurrency}"
+                   + (" ++route_failures_to_sidecar=true" if sidecar else ""), timeout=3600)
     finally:
         server.decide = sp.next_call
         policy.wait()
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     assert not server.errors, server.errors
-    assert dict(policy.handed) == {task: len(plan)}, policy.handed  # every planned rollout ran
     rows = read_batch(ws / rel / "rollouts.jsonl", fault, policy)
-    left = leftovers(c.pids(), engine)
+    # Every planned rollout came back: scored, masked, or (sidecar) a failed attempt Gym recorded.
+    assert sum(row.rollouts for row in rows) == len(plan), [row.to_json() for row in rows]
+    if not sidecar:
+        assert dict(policy.handed) == {task: len(plan)}, policy.handed  # every planned rollout ran
+    left = leftovers(c.pids(), engine, networks=count_networks)
     for row in rows:
         row.seconds = round(time.monotonic() - t0, 1)
         row.left_after_gc = left
@@ -481,7 +601,6 @@ def engine_faults(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int =
       freed, a new rollout scores 1.0.
     Containers and networks left on the engine once the server stopped and `shinken gc` ran: 0."""
     import gym_harness as gh
-    from cli_runner import run_cli
     from private_dockerd import fill, loop_fs, private_engine
 
     image = gh.sandbox_image("linux")  # hello-file needs no desktop
@@ -528,12 +647,172 @@ def engine_faults(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int =
         finally:
             pids = server.pids()
             server.stop()
-        owners = {f"{socket.gethostname()}/{pid}" for pid in pids}
-        for owner in owners:
-            r = run_cli("gc", "--force", "--label", f"shinken.owner={owner}",  # a process of its own: that engine
-                        env={**os.environ, "DOCKER_HOST": eng.host}, timeout=600)
-            assert r.returncode == 0, r.stdout + r.stderr
+        gc_owners(pids, eng.host)
         left = leftovers(pids, engine)
         restart.left_after_gc = disk.left_after_gc = left
     restart.seconds = disk.seconds = round(time.monotonic() - t0, 1)
     return [restart, disk]
+
+
+# ---------------------------------------------------------------- one Gym session on a private engine
+
+
+def web_and_hello_workspace(tmp: Path, image: str, hub_image: str | None) -> tuple[Path, list[str]]:
+    """A workspace of hello-file and (with `hub_image`) the web task, made the way a user makes
+    one (`make-workspace [--hub]`; no probe: the batches need no verifier cases). The web task's
+    setup opens a browser the linux image does not have; the copy here drops that one line (the
+    batch needs no screen, only the hub state the reward reads)."""
+    import shutil
+
+    import gym_harness as gh
+
+    root = tmp / "tasks"
+    root.mkdir(parents=True)
+    shutil.copytree(gh.DEMO / "hello-file", root / "hello-file")
+    ids = tmp / "ids.txt"
+    ids.write_text("hello-file\n")
+    if hub_image:
+        web = root / WEB_TASK
+        shutil.copytree(gh.TESTS / "data" / "web_tasks" / WEB_TASK, web)
+        setup = (web / "initial_setup.py").read_text()
+        gui = "launch_gui(f'google-chrome \"{BASE_URL}/?sid={sid}\"', delay_sec=2.0)\n"
+        assert gui in setup, "the web task's setup changed: update the headless copy"
+        (web / "initial_setup.py").write_text(setup.replace(gui, ""))
+        ids.write_text(f"hello-file\n{WEB_TASK}\n")
+    ws = tmp / "ws"
+    r = gh.shinken("make-workspace", "--dest", str(ws), "--task-root", str(root), "--ids", str(ids), "--image", image,
+                   *(["--hub", hub_image] if hub_image else []), "--license", "Apache-2.0", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    return ws, json.loads(r.stdout)["commands"]
+
+
+def rows_of(ws: Path) -> dict[str, dict[str, Any]]:
+    """One dataset row per task of a workspace."""
+    import gym_harness as gh
+
+    out: dict[str, dict[str, Any]] = {}
+    for f in ("example.jsonl", "train.jsonl", "validation.jsonl"):
+        path = ws / "resources_servers" / gh.NAME / "data" / f
+        for line in path.read_text().splitlines() if path.exists() else []:
+            if line.strip():
+                row = json.loads(line)
+                out.setdefault(row["task_id"], row)
+    return out
+
+
+@dataclass
+class EnginePlans:
+    """The rollout groups of one Gym session on a private engine, in the order they run: the web
+    task with its hub killed (last web group: the server's hub does not come back), hello-file with
+    the disk filled, hello-file across an engine restart (last: it kills every container)."""
+
+    hub_killed: list[str]  # empty: no web task, no hub (the workspace and the engine without them)
+    disk_full: list[str]
+    engine_restart: list[str]
+    concurrency: dict[str, int] = field(default_factory=lambda: {"hub_killed": 2, "disk_full": 1, "engine_restart": 2})
+    # Untouched rollouts in a `gym eval run` of their own once the restart batch is over, counted
+    # into its row: whatever a restart hit in flight, the server must serve (and score) again.
+    after_restart: int = 1
+
+
+def merged(a: Row, b: Row) -> Row:
+    """Row `a` with batch `b`'s rollouts counted in (b injected nothing)."""
+    kinds = Counter(a.kinds)
+    kinds.update(b.kinds)
+    return Row(a.fault, a.rollouts + b.rollouts, a.faults_injected + b.faults_injected,
+               a.masked_gym_kind + b.masked_gym_kind, a.failed_gym_class + b.failed_gym_class, a.scored + b.scored,
+               a.scored_zero_by_fault + b.scored_zero_by_fault, a.left_after_gc + b.left_after_gc, dict(kinds),
+               a.wrong_kind + b.wrong_kind, a.injections + b.injections, round(a.seconds + b.seconds, 1))
+
+
+def private_engine_gym(tmp: Path, image: str, hub_image: str | None, plans_: EnginePlans, disk_mib: int = 5120,
+                       seed_tag: str = "ci") -> tuple[list[Row], dict[str, Any]]:
+    """ONE `gym env start` whose resources server forks on a private dockerd (its own data root on
+    a loop-mounted ext4 of `disk_mib`, its own network namespace; the shared engine is never
+    stopped), then one `gym eval run` per rollout group (EnginePlans), the faults injected by the
+    policy mid-batch. Afterwards the servers are stopped (Ctrl-C, as a user stops them), `shinken
+    gc` runs against that engine for the servers' owner labels, and every row's `left_after_gc` is
+    what is left on the engine then: any container, and any shinken network (must be 0).
+    Returns the rows and {ready_s, load, seconds}."""
+    import gym_harness as gh
+    from private_dockerd import loop_fs, private_engine
+
+    register_web_task()
+    t0 = time.monotonic()
+    hub_image = hub_image if plans_.hub_killed else None
+    ws, commands = web_and_hello_workspace(tmp / "made", image, hub_image)
+    tasks = rows_of(ws)
+    info: dict[str, Any] = {"load": [os.getloadavg()[0]]}
+    rows: list[Row] = []
+    with loop_fs(tmp / "disk.img", disk_mib) as mnt, \
+            private_engine("k21g", "shinken-i21-gym", (hub_image,) if hub_image else (),
+                           data_root=mnt / "docker") as eng:
+        # The server needs the hub image when it starts (it starts the hub), the task image only at
+        # the first seed: that (1.2 GB) loads while Gym starts.
+        info["engine_up_s"] = round(time.monotonic() - t0, 1)
+        engine = ("-H", eng.host)
+        load_errors: list[BaseException] = []
+
+        def load_task_image() -> None:
+            try:
+                eng.load(image)
+                info["task_image_loaded_s"] = round(time.monotonic() - t0, 1)
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                load_errors.append(exc)
+
+        loader = threading.Thread(target=load_task_image, daemon=True)
+        loader.start()
+
+        def restart() -> None:
+            eng.stop()
+            eng.start()
+
+        policy = sp.PolicyServer().start()
+        gh.point_at_policy(ws, policy.base_url)
+        pids: set[int] = set()
+        with gh.gym_session(ws, tmp / "venvs", policy, binds=[(eng.base, "/engine")],
+                            env={"DOCKER_HOST": "unix:///engine/d.sock", "SHINKEN_IMAGE": image}) as session:
+            log, ready_s = session.start(next(x for x in commands if x.startswith("gym env start ")))
+            info["ready_s"] = round(ready_s, 1)
+            loader.join(1800)
+            assert not loader.is_alive() and not load_errors, f"loading {image} into the private engine: {load_errors}"
+            info["load"].append(os.getloadavg()[0])
+            c = session.container
+            info["left_at_batch_end"] = {}
+            for fault, plan in (("hub_killed", plans_.hub_killed), ("disk_full", plans_.disk_full),
+                                ("engine_restart", plans_.engine_restart)):
+                if not plan:
+                    continue
+                task = WEB_TASK if fault == "hub_killed" else "hello-file"
+                try:
+                    (row,) = run_plan(c, ws, policy, tasks[task], plan, f"{fault}-{seed_tag}", fault=fault,
+                                      concurrency=plans_.concurrency[fault], engine=engine,
+                                      restart=restart if fault == "engine_restart" else None,
+                                      disk=mnt if fault == "disk_full" else None, sidecar=True, count_networks=False)
+                    if fault == "engine_restart" and plans_.after_restart:
+                        (after,) = run_plan(c, ws, policy, tasks[task], ["pass"] * plans_.after_restart,
+                                            f"after-restart-{seed_tag}", fault=fault, engine=engine, sidecar=True,
+                                            count_networks=False)
+                        row = merged(row, after)
+                except AssertionError as exc:
+                    raise AssertionError(f"{fault} batch: {exc}\nserver log:\n{c.exec(f'tail -c 6000 {log}').stdout}") from None
+                # Forks the server had not removed yet when the batch ended (a removal the engine
+                # retries after a restart); what counts is what is left once the servers stopped and gc ran.
+                info["left_at_batch_end"][fault] = row.left_after_gc
+                row.left_after_gc = 0
+                rows.append(row)
+                info["load"].append(os.getloadavg()[0])
+            pids = c.pids()
+            session.stop_servers()
+        # Gym gives a server 1 s after Ctrl-C: what its engine did not close is a dead owner's, gc's to
+        # reclaim (the runner container is gone by now: every process of it has exited).
+        info["gc_owners"] = gc_owners(pids, eng.host)
+        left_containers = eng.docker("ps", "-a", "--format", "{{.ID}} {{.Status}} {{.Labels}}").stdout.splitlines()
+        left_networks = eng.docker("network", "ls", "--filter", "label=shinken.managed=1", "--format",
+                                   "{{.ID}} {{.Labels}}").stdout.splitlines()
+        info["left"] = {"containers": left_containers, "networks": left_networks}
+        for row in rows:
+            row.left_after_gc += len(left_containers) + len(left_networks)
+    info["seconds"] = round(time.monotonic() - t0, 1)
+    return rows, info
+

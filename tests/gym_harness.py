@@ -134,12 +134,18 @@ class GymContainer:
         return subprocess.run([*args, self.name, "bash", "-c", command], capture_output=True, text=True,
                               timeout=timeout)
 
-    def spawn(self, command: str, log: str) -> int:
+    def spawn(self, command: str, log: str, wait_s: float = 30) -> int:
         """Start `command` in the background (output to `log`, a container path); return its pid,
-        a host pid (shared pid namespace), so the caller can signal exactly that process."""
-        r = self.exec(f"nohup bash -c 'echo $$ > {log}.pid; exec {command}' > {log} 2>&1 < /dev/null & "
-                      f"for _ in $(seq 100); do [ -s {log}.pid ] && break; sleep 0.1; done; cat {log}.pid", timeout=60)
-        assert r.returncode == 0 and r.stdout.strip().isdigit(), r.stdout + r.stderr
+        a host pid (shared pid namespace), so the caller can signal exactly that process.
+        The pid comes from a file named for this call only, waited for up to `wait_s`: a
+        `{log}.pid` an earlier session left in the same workspace named a dead process, which
+        wait_ready took for a `gym env start` that had exited with an empty log."""
+        pidfile = f"{log}.{uuid.uuid4().hex[:8]}.pid"
+        r = self.exec(f"rm -f {pidfile}; nohup bash -c 'echo $$ > {pidfile}; exec {command}' > {log} 2>&1 < /dev/null & "
+                      f"end=$((SECONDS + {int(wait_s)})); until [ -s {pidfile} ] || [ $SECONDS -ge $end ]; do "
+                      f"sleep 0.1; done; cat {pidfile} && rm -f {pidfile}", timeout=wait_s + 30)
+        assert r.returncode == 0 and r.stdout.strip().isdigit(), \
+            f"{command!r} did not start within {wait_s:.0f} s: {r.stdout}{r.stderr}"
         return int(r.stdout.strip())
 
     def running(self) -> bool:
@@ -305,16 +311,25 @@ class VenvCache:
             subprocess.run(["rm", "-rf", str(self.root)], capture_output=True)
 
 
+# Shared venv sets kept per key: the suite's session holds the first for its whole run, so a test
+# that starts a Gym session of its own beside it (a private engine, a web workspace) takes the
+# second, warm after its first use, instead of building a cold private set every run.
+VENV_SLOTS = 2
+
+
 def acquire_venvs(key: str, private: Path, dirs: tuple[str, ...] = VENV_DIRS) -> VenvCache:
     VENV_CACHE.mkdir(parents=True, exist_ok=True)
-    lock = open(VENV_CACHE / f"{key}.lock", "a+")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        print(f"\nshared Gym venvs {key} are in use by another session: building private ones", file=sys.stderr)
-        return VenvCache(private, shared=False, dirs=dirs)
-    return VenvCache(VENV_CACHE / key, shared=True, lock=lock, dirs=dirs)
+    for slot in range(1, VENV_SLOTS + 1):
+        name = key if slot == 1 else f"{key}-{slot}"
+        lock = open(VENV_CACHE / f"{name}.lock", "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        return VenvCache(VENV_CACHE / name, shared=True, lock=lock, dirs=dirs)
+    print(f"\nall {VENV_SLOTS} shared Gym venv sets {key} are in use: building private ones", file=sys.stderr)
+    return VenvCache(private, shared=False, dirs=dirs)
 
 
 # ---------------------------------------------------------------- the session

@@ -8,6 +8,10 @@ fault kind per rollout group: the fork killed between tool calls and while rewar
 reward out of memory and past its timeout, plus untouched rollouts that must all score 1.0.
 benchmarks/bench_chaos.py runs bigger batches, one fault kind each.
 
+The engine restart, the disk full and a web task's hub killed run through the real Gym too, in
+ONE more Gym session whose resources server forks on a private dockerd (a loop-mounted data root,
+its own network namespace): one `gym eval run` per fault group (tests/chaos.py private_engine_gym).
+
 The resources-server SIGKILL row runs the generated server on its own (Gym's server class in the
 runner image, driven over HTTP with cookies as Gym's agent drives it): `gym env start` stops all
 its servers when one dies, so that row cannot share the suite's Gym session."""
@@ -81,18 +85,52 @@ def test_resources_server_sigkill_and_restart(gym_workspace: gh.GymWorkspace, tm
     assert row.scored_zero_by_fault == 0 and row.left_after_gc == 0, row
 
 
-def test_engine_restart_and_full_disk_are_masked(gym_workspace: gh.GymWorkspace, tmp_path: Path) -> None:
-    rows = {r.fault: r for r in chaos.engine_faults(gym_workspace, tmp_path, _row(gym_workspace.path))}
-    print("\n" + chaos.markdown(list(rows.values())))
-    for r in rows.values():
+# The private-engine batches of CI: hello-file with the disk filled one tool call in (then one
+# after the disk was freed), hello-file across an engine restart (two in flight at concurrency 2,
+# then one in a batch of its own after it). The web task's hub killed runs in tests/test_mockweb_gym.py's
+# web Gym session (its hub already up and warm there); benchmarks/bench_chaos.py runs it here too.
+ENGINE_PLANS = chaos.EnginePlans(hub_killed=[], disk_full=["disk_full", "pass"],
+                                 engine_restart=["engine_restart", "pass"],
+                                 concurrency={"hub_killed": 1, "disk_full": 1, "engine_restart": 2}, after_restart=1)
+
+
+def test_gym_eval_run_on_a_private_engine(linux_image: str, tmp_path: Path) -> None:
+    """ONE more Gym session (`gym env start` + one `gym eval run` per group), its resources server
+    forking on a private dockerd with a loop-mounted data root: the disk full and the engine
+    restarted mid-batch, through the real Gym."""
+    rows, info = chaos.private_engine_gym(tmp_path, linux_image, None, ENGINE_PLANS)
+    print("\n" + chaos.markdown(rows))
+    print(f"session: {info}")
+    for r in rows:
         print(f"{r.fault}: {r.to_json()}")
-    restart, disk = rows["engine_restart"], rows["disk_full"]
-    # two rollouts in flight across the restart (masked, session_lost), one after it (scored 1.0)
-    assert (restart.rollouts, restart.faults_injected, restart.masked_gym_kind, restart.scored) == (3, 1, 2, 1), restart
-    assert restart.kinds == {"session_lost": 2}, restart
-    # one rollout whose write hit the full disk (masked, provider_quota_exhausted), one seeded on the
-    # full disk (503 infra_error or masked), one after the disk was freed (scored 1.0)
-    assert (disk.rollouts, disk.faults_injected, disk.masked_gym_kind, disk.scored) == (3, 1, 2, 1), disk
-    assert disk.kinds.get("provider_quota_exhausted", 0) >= 1, disk
-    for r in rows.values():
-        assert r.wrong_kind == [] and r.scored_zero_by_fault == 0 and r.left_after_gc == 0, r
+    assert check_engine(rows, ENGINE_PLANS) == "ok"
+
+
+def check_engine(rows: list[chaos.Row], plans: chaos.EnginePlans) -> str:
+    """The private-engine batches' invariants (bench_chaos checks its bigger batches with this):
+    every fault landed and its rollout came back masked with the fault's Gym kind, the untouched
+    rollouts after it scored 1.0 (the server recovered), nothing scored 0 because of a fault,
+    every planned rollout accounted for, nothing left on the engine after gc. "ok" or the first
+    broken one."""
+    by = {r.fault: r for r in rows}
+    checks: list[tuple[bool, str]] = []
+    for fault in ("hub_killed", "disk_full", "engine_restart"):
+        plan = getattr(plans, fault)
+        r = by.get(fault)
+        if not plan:
+            continue
+        if r is None:
+            checks.append((False, f"no {fault} row"))
+            continue
+        want_kind = chaos.EXPECTED[fault][0]
+        faulted = plan.count(fault)
+        planned = len(plan) + (plans.after_restart if fault == "engine_restart" else 0)
+        checks += [
+            (r.rollouts == planned, f"{fault}: {r.rollouts} of {planned} rollouts came back: {r}"),
+            (r.faults_injected == faulted, f"{fault}: injected {r.faults_injected} of {faulted}: {r.injections}"),
+            (r.masked_gym_kind + r.failed_gym_class >= faulted and r.kinds.get(want_kind, 0) >= 1,
+             f"{fault}: not masked as {want_kind}: {r}"),
+            (r.scored >= 1, f"{fault}: no untouched rollout scored after the fault: {r}"),
+            (r.wrong_kind == [] and r.scored_zero_by_fault == 0 and r.left_after_gc == 0, f"{fault}: {r}"),
+        ]
+    return next((why for ok, why in checks if not ok), "ok")

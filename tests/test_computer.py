@@ -538,3 +538,32 @@ def test_demand_pool_grows_for_a_burst_and_shrinks_when_idle(task_root, sandbox_
     finally:
         eng.close()
     assert pooled() == []
+
+
+def test_an_engine_gone_mid_call_masks_as_the_machines_failure(engine, docker_client, tmp_path):
+    """The engine's socket gone under a rollout (what an engine restart does): the Docker SDK raises
+    its own ConnectionError, which no shinken code wraps. A tool call masks the rollout
+    (provider_unavailable, stage agent) instead of failing the whole /run; a verify masks it at
+    stage verification as provider_unavailable, not as the verifier's error. The fork's client is
+    pointed at a socket nobody answers, so the SDK's real connection attempt fails."""
+    import docker as docker_sdk
+
+    for stage in ("agent", "verification"):
+        session = f"gone-{stage}"
+        gen = engine.seed(session, "hello-file")
+        fork = engine._sessions[session].fork
+        real = fork.api
+        gone = docker_sdk.APIClient(base_url=f"unix://{tmp_path / 'nobody.sock'}", version=real.api_version)
+        try:
+            if stage == "verification":
+                _exec(engine, session, gen, "printf 'hello shinken' > hello.txt")  # solved: only the outage can fail it
+            fork.api = gone
+            if stage == "agent":
+                assert "infrastructure" in _exec(engine, session, gen, "echo hi")
+            res = engine.verify(session, gen)
+            assert (res.mask_sample, res.failure_kind, res.code, res.failure_stage) == \
+                (True, "provider_unavailable", "infra", stage), res
+            assert "ConnectionError" in (res.failure_reason or ""), res
+        finally:
+            fork.api = real
+            engine.end(session, gen)

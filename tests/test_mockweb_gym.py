@@ -3,7 +3,12 @@
 (which starts its own hub container and run network), `gym eval run` drives five rollouts of
 the one web task, two at a time, with a scripted policy that toggles the message's star
 through the mock's State API. Only rollouts that each start from their own copy of the
-golden hub state can all score 1.0: two rollouts sharing a sid would toggle it back."""
+golden hub state can all score 1.0: two rollouts sharing a sid would toggle it back.
+
+Then, in the same Gym session, the chaos matrix's `hub_killed` row (tests/chaos.py): one more
+`gym eval run` rollout whose star is toggled (solved), after which the server's hub container is
+killed (`docker kill`) before /verify: the rollout must come back masked with Gym's
+`provider_unavailable` (`hub_lost: ...`), never scored."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chaos  # noqa: E402
 import gym_harness as gh  # noqa: E402
 from tests.cli_runner import run_cli  # noqa: E402
 import scripted_policy as sp  # noqa: E402
@@ -85,6 +91,15 @@ def test_gym_serves_a_web_task_with_one_sid_per_rollout(tmp_path: Path, hub_imag
                 if o.get("type") == "function_call_output" and "200 shk-" in str(o.get("output"))}
         assert len(sids) == 5, sids  # every rollout toggled its own sid
         assert not policy.errors
+        # The hub killed mid-batch (the last rollout: this server's hub does not come back).
+        assert STAR == chaos.WEB_TASK
+        chaos.register_web_task()
+        (hub,) = chaos.run_plan(c, ws, policy, row, ["hub_killed"], "hub-killed", fault="hub_killed", concurrency=1,
+                                hub_pids=c.pids(), count_networks=False)
+        print(f"\nhub_killed: {hub.to_json()}")
+        assert (hub.rollouts, hub.faults_injected, hub.masked_gym_kind, hub.scored) == (1, 1, 1, 0), hub
+        assert hub.kinds == {"provider_unavailable": 1} and hub.wrong_kind == [], hub  # hub_lost: ...
+        assert hub.scored_zero_by_fault == 0 and hub.left_after_gc == 0, hub
         pids = c.pids()
         session.stop_servers()  # Ctrl-C: Gym stops its servers
         assert gh.containers_owned_by(pids, ("fork", "pool")) == []  # released at /verify
