@@ -36,6 +36,7 @@ def join(
     pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
     demand_pools: Annotated[bool, typer.Option("--demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md).")] = False,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
+    hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Join this machine's Docker engine to the fleet (checks Docker, the registry and the image id, then starts a Ray node and its host agent)."""
@@ -44,7 +45,7 @@ def join(
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
                      reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools},
-                     start_attempts=start_attempts)
+                     start_attempts=start_attempts, hub=hub)
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"

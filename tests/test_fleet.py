@@ -46,12 +46,12 @@ def _task(root: Path, tid: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(linux_image):
+def fleet(linux_image, hub_image):
     from shinken.runtime import cache_root
 
     sim = SimFleet(extra=2, slots=2, cache=cache_root() / "fleet-test")
     try:
-        sim.start(linux_image)
+        sim.start(linux_image, hub=hub_image)  # every host joins with the hub image: one hub per host
         yield sim
     finally:
         sim.stop()
@@ -91,6 +91,11 @@ def router(fleet, joined, linux_image, tmp_path_factory):
         taken.update(tasks[h])
         for tid in tasks[h]:
             _task(root, tid)
+    from test_mockweb_hub import _web_task
+
+    web = _web_ids(salt)["kept"]  # a mailbox web task homed on h1
+    _web_task(root, web, "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
+    tasks["web"] = [web]
     import os
 
     os.environ.update(fleet.env)
@@ -160,11 +165,30 @@ def _goldens(eng, task: str) -> set[str]:
         c.close()
 
 
+def _web_ids(salt: str) -> dict[str, str]:
+    """A web task id homed on h1 (kept) and one on h2 (zero signal): their probes run on private engines."""
+    names = ["h0", "h1", "h2"]
+    return {"kept": _hosts_of(1, "h1", names, f"web-kept-{salt}", set())[0],
+            "zero": _hosts_of(1, "h2", names, f"web-zero-{salt}", set())[0]}
+
+
+def _hubs(eng) -> list[dict]:
+    c = eng.client()
+    try:
+        return c.api.containers(filters={"label": ["shinken.managed=1", "shinken.kind=hub"], "status": "running"})
+    finally:
+        c.close()
+
+
 def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(fleet, router, linux_image,
-                                                                               tmp_path):
-    """`shinken probe --executor ray` against the fleet's head: the decisions the local executor
-    gives on these demo tasks (test_probe pins them), each golden left on the task's home host."""
+                                                                               hub_image, tmp_path):
+    """`shinken probe --executor ray --hub` against the fleet's head: the decisions the local executor
+    gives on these demo tasks (test_probe pins them) and on the two mailbox web tasks (kept with rewards
+    [0, 0] on the untouched state, zero signal: test_mockweb_hub pins the same decisions locally), each
+    golden left on the task's home host; the web tasks' forks ran on h1 and h2 against the hub each
+    host's agent runs there."""
     from shinken.fleet.nodes import home_index
+    from test_mockweb_hub import _web_task
 
     names = ["hello-file", "zero-signal", "broken-reward"]
     root = tmp_path / "tasks"
@@ -173,20 +197,71 @@ def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(
         shutil.copytree(DEMO / n, root / n)
         with open(root / n / "reward.py", "a", encoding="utf-8") as fh:
             fh.write(f"\n# fleet test salt {salt}\n")
+    web = _web_ids(salt[:8])
+    _web_task(root, web["kept"], "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
+    _web_task(root, web["zero"], "In the mailbox, keep the message titled 'Invoice 42'.", "bool(invoice)")
+    names += list(web.values())
     before = {(e.name, n): _goldens(e, n) for e in fleet.engines for n in names}
     receipt = tmp_path / "receipt.json"
-    r = fleet.shinken("probe", str(root), "--image", linux_image, "--receipt", str(receipt), "--run-dir",
-                      str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
-                      "--ray-address", fleet.address, "--concurrency", "3", timeout=600)
+    r = fleet.shinken("probe", str(root), "--image", linux_image, "--hub", hub_image, "--receipt", str(receipt),
+                      "--run-dir", str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
+                      "--ray-address", fleet.address, "--concurrency", "3", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
     assert doc["summary"]["executor"] == "ray"
-    assert {t["task_id"]: (t["reason"] or "kept") for t in doc["tasks"]} == {
-        "hello-file": "kept", "zero-signal": "zero_signal", "broken-reward": "reward_error"}
+    lines = {t["task_id"]: t for t in doc["tasks"]}
+    assert {t: (x["reason"] or "kept") for t, x in lines.items()} == {
+        "hello-file": "kept", "zero-signal": "zero_signal", "broken-reward": "reward_error",
+        web["kept"]: "kept", web["zero"]: "zero_signal"}, {t: x["detail"] for t, x in lines.items()}
+    # The rewards read the state the hub holds for each fork's own sid: reached, and as the setup left it.
+    assert lines[web["kept"]]["rewards"] == [0.0, 0.0] and lines[web["zero"]]["rewards"] == [1.0, 1.0], lines
     hosts = ["h0", "h1", "h2"]
     for n in names:
         new = {e.name for e in fleet.engines if _goldens(e, n) - before[(e.name, n)]}
         assert new == {hosts[home_index(n, hosts)]}, (n, new)
+    for h in ("h1", "h2"):  # each host's one hub, run by its agent, outlives the probe run
+        hubs = _hubs(fleet.engine(h))
+        assert len(hubs) == 1 and hubs[0]["Labels"].get("shinken.made_by") == "computer-engine", hubs
+
+
+WEB_ROLLOUT = """import json, re, urllib.request as u
+base = re.search(r"BASE_URL = '([^']+)'", open('/home/user/initial_setup.py').read()).group(1)
+sid = open('/tmp/task_web_sid').read().strip()
+print(u.urlopen(base + '/go?sid=' + sid, timeout=30).read().decode()[:400])
+req = u.Request(base + '/post?sid=' + sid, method='POST', headers={'Content-Type': 'application/json'},
+                data=json.dumps({'action': 'set_current', 'state': {'messages': []}}).encode())
+print('set', u.urlopen(req, timeout=30).status)
+"""
+
+
+def test_a_web_rollout_on_a_fleet_host_reaches_that_hosts_hub(fleet, router):
+    """A web task homed on h1 (a private engine) served through the router: its fork is on h1, on the
+    run network of the hub h1's agent runs, reads the state the setup left for its own sid from that
+    hub, changes it there, and verify scores what the hub then holds (1.0)."""
+    import base64
+
+    tid = router.tasks["web"][0]
+    g = router.seed("s-web", tid)
+    try:
+        assert g.startswith("h1~"), g
+        script = base64.b64encode(WEB_ROLLOUT.encode()).decode()
+        out = router.step("s-web", g, "computer_exec", {"command": f"echo {script} | base64 -d | python3"}).text
+        assert "Invoice 42" in out and "set 200" in out, out
+        h1 = fleet.engine("h1")
+        c = h1.client()
+        try:
+            forks = c.api.containers(filters={"label": ["shinken.kind=fork", f"shinken.task={tid}"]})
+            assert len(forks) == 1, forks
+            nets = set(forks[0]["NetworkSettings"]["Networks"])
+            hubs = _hubs(h1)
+            assert len(hubs) == 1 and nets and nets <= set(hubs[0]["NetworkSettings"]["Networks"]), (nets, hubs)
+            assert all(n.startswith("shinken-web-") for n in nets), nets
+        finally:
+            c.close()
+        res = router.verify("s-web", g)
+        assert (res.reward, res.mask_sample) == (1.0, False), res
+    finally:
+        router.end("s-web", g)
 
 
 def test_a_seed_no_host_can_take_is_an_infra_failure(fleet, router):
