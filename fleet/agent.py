@@ -71,6 +71,13 @@ class HostAgent:
             from shinken.computer.demand import DemandPolicy
 
             extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": desktop_mib}
+        self.copier = None
+        if registry:  # goldens this host lacks come from the registry when another host pushed them
+            from shinken.fleet.golden_copy import GoldenCopier
+            from shinken.fleet.registry import split_ref
+
+            self.copier = GoldenCopier(registry, split_ref(image)[0])
+            extra["golden_source"] = self.copier.ensure
         self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
                               idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
                               **extra)
@@ -107,7 +114,13 @@ class HostAgent:
                 "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),
                 "image": self.engine.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
                 "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1),
-                "warm": self._warm(), **self.stats}
+                "warm": self._warm(), **self.stats, **self._copies()}
+
+    def _copies(self) -> dict[str, Any]:
+        """Goldens copied through the registry, built here, pushed (fleet/golden_copy.py); {} without a registry."""
+        if self.copier is None:
+            return {}
+        return {**self.copier.stats, "pushed": list(self.copier.pushed), "registry": self.registry}
 
     def _warm(self) -> dict[str, Any]:
         """The warm pools: per task target size, ready, being made (demand pools; {} otherwise)."""
@@ -155,7 +168,8 @@ class HostAgent:
             with self._lock:
                 self._live.add(session)
                 self.stats["seeds"] += 1
-            return {"generation": gen, "host": self.host, "incarnation": self.incarnation}
+            return {"generation": gen, "host": self.host, "incarnation": self.incarnation,
+                    "timing": self.engine.seed_timing(session)}
         except SessionError as exc:
             return _error("session", str(exc))
         except InfraError as exc:

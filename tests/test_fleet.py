@@ -96,6 +96,9 @@ def router(fleet, joined, linux_image, tmp_path_factory):
     web = _web_ids(salt)["kept"]  # a mailbox web task homed on h1
     _web_task(root, web, "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
     tasks["web"] = [web]
+    tasks["copy"] = _hosts_of(2, "h1", names, f"copy-{salt}", taken)  # goldens copied through the registry
+    for tid in tasks["copy"]:
+        _task(root, tid)
     import os
 
     os.environ.update(fleet.env)
@@ -155,6 +158,65 @@ def test_rollouts_land_on_home_host_and_a_full_home_spills(fleet, router):
     for i, g in enumerate(gens):
         router.end(f"s-spill-{i}", g)
     assert _status(fleet)["h1"]["used"] == 0
+
+
+def _fill_h1(router, tid: str, tag: str) -> list[tuple[str, str]]:
+    """Both slots of h1 (the task's home) taken by rollouts of `tid`; the first built its golden
+    there (the registry had no copy) and h1's agent pushed it: waited for."""
+    held = [(f"{tag}-{i}", router.seed(f"{tag}-{i}", tid)) for i in range(2)]
+    first = router.seed_timing(f"{tag}-0")
+    assert first["host"] == "h1" and first["golden"] == "built", first
+    assert first["golden_note"] == "the registry has no copy", first
+    assert router.seed_timing(f"{tag}-1")["golden"] == "warm"
+    deadline = time.monotonic() + 120
+    while tid not in router.view(fresh=True)[1]["h1"].get("pushed", []):
+        assert time.monotonic() < deadline, router.view(fresh=True)[1]["h1"]
+        time.sleep(0.5)
+    return held
+
+
+def test_a_spilled_seed_copies_the_golden_through_the_registry(fleet, router):
+    """A seed spilled off a full home host gets the golden the home host built and pushed: pulled
+    from the registry (the same image id on both hosts), not rebuilt, its timing says `copied`, and
+    the rollout on it scores 1.0. When the copy in the registry is broken (its own layer deleted),
+    the spill host rebuilds and the timing says why."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet.golden_copy import golden_key
+
+    tid, broken = router.tasks["copy"]
+    held = _fill_h1(router, tid, "s-copy")
+    try:
+        g = router.seed("s-copy-x", tid)
+        t = router.seed_timing("s-copy-x")
+        assert t["spilled"] and t["host"] != "h1" and t["golden"] == "copied", t
+        assert _goldens(fleet.engine("h1"), tid) == _goldens(fleet.engine(t["host"]), tid) != set()
+        assert router.step("s-copy-x", g, "computer_exec", {"command": SOLVE}).text.startswith("exit code 0")
+        res = router.verify("s-copy-x", g)
+        assert (res.reward, res.mask_sample) == (1.0, False), res
+        router.end("s-copy-x", g)
+    finally:
+        for s, g0 in held:
+            router.end(s, g0)
+    held = _fill_h1(router, broken, "s-broken")
+    try:
+        import urllib.request
+
+        bundle = load_bundle(router.task_root / broken)
+        base = router.view()[1]["h1"]["image_id"]
+        repo = router.image.rsplit(":", 1)[0]
+        url = f"http://{fleet.registry}/v2/{repo}"
+        req = urllib.request.Request(f"{url}/manifests/golden-{golden_key(bundle.bundle_hash, base)}",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+        layer = json.loads(urllib.request.urlopen(req, timeout=10).read())["layers"][-1]["digest"]
+        urllib.request.urlopen(urllib.request.Request(f"{url}/blobs/{layer}", method="DELETE"), timeout=10)
+        g = router.seed("s-broken-x", broken)
+        t = router.seed_timing("s-broken-x")
+        assert t["spilled"] and t["golden"] == "built" and t["golden_note"].startswith("copy failed"), t
+        assert _goldens(fleet.engine(t["host"]), broken).isdisjoint(_goldens(fleet.engine("h1"), broken))
+        router.end("s-broken-x", g)
+    finally:
+        for s, g0 in held:
+            router.end(s, g0)
 
 
 def _goldens(eng, task: str) -> set[str]:
