@@ -323,7 +323,38 @@ TIER_TASKS = {"snapshot": "hello-file", "relaunch": "ced142d7-fb36-55fc-b1c5-2a6
               "reprovision": "2d4740ff-ab49-5d11-9acc-ba0c7687d012"}  # Writer + Find and Replace
 
 
-def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, slots: int) -> dict:
+def pool_containers(client, task: str) -> list[str]:
+    return [c["Id"] for c in client.api.containers(filters={"label": ["shinken.kind=pool", f"shinken.task={task}"]})]
+
+
+def idle_shrink(agent, client, task: str, idle_s: float) -> dict:
+    """After the last rollout of a task ended: what its warm pool holds (computers, memory) and the
+    CPU its warm computers use until the pool has shrunk back to none (idle_s after the last seed)."""
+    t0 = time.perf_counter()
+    cids = pool_containers(client, task)
+    held = [container_costs(client, c) for c in cids]
+    cpu0 = {c: cgroup_cpu_s(c) for c in cids}
+    cpu_last = dict(cpu0)
+    while True:
+        now = pool_containers(client, task)
+        for c in now:
+            v = cgroup_cpu_s(c)
+            if v is not None:
+                cpu_last[c] = v
+        if not now:
+            break
+        if time.perf_counter() - t0 > idle_s + 120:
+            break
+        time.sleep(2)
+    warm = agent.engine.pool_targets().get(task, {})
+    return {"warm_at_end": len(cids), "warm_mem_mib": round(sum(h["mem_mib"] for h in held), 1),
+            "idle_cpu_s": round(sum((cpu_last[c] or 0) - (cpu0[c] or 0) for c in cids), 3),
+            "shrunk_to_zero_s": round(time.perf_counter() - t0, 1), "left": len(pool_containers(client, task)),
+            "pool_after": warm, "idle_s_policy": idle_s}
+
+
+def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, slots: int, pools: bool = True,
+               idle_s: float | None = None) -> dict:
     """Seed latency at rated load with demand-sized pools, on one host: the host agent's own code
     (HostAgent, in this process, on the machine's Docker engine; the router's added latency is
     measured separately) with `slots` slots. Rated load: GRPO-like steps, each a group of `group`
@@ -342,7 +373,11 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
     tid = TIER_TASKS[tier]
     salted_copy(root, [tid], Path(__file__).resolve().parent.parent)
     bundle = load_bundle(root / tid)
-    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=True)
+    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=pools)
+    if pools and idle_s is not None and agent.engine.demand is not None:  # a shorter idle window, to watch it shrink
+        import dataclasses
+
+        agent.engine.demand.policy = dataclasses.replace(agent.engine.demand.policy, idle_s=idle_s)
     client = docker_sdk.from_env()
     agent.add_task(bundle_payload(bundle))
     rows: list[dict] = []
@@ -390,6 +425,7 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                                         for a, b in zip(cpu_at_seed, cpu_at_end)],
                          "warm": agent.engine.pool_targets().get(bundle.id, {}), "load1": os.getloadavg()[0]})
             print(json.dumps({"tier": tier, **rows[-1]}), file=sys.stderr, flush=True)
+        idle = idle_shrink(agent, client, bundle.id, idle_s or 300.0) if pools else None
         steady = [x for r in rows[1:] for x in r["seed_s"]]
         cold = rows[0]["seed_s"]
         cpu = [x for r in rows for x in r["cpu_to_ready_s"] if x is not None]
@@ -404,7 +440,7 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                 "desktop_costs": costs,
                 "golden_layer_mib": round((golden[0].attrs["Size"] - base) / 2**20, 1) if golden else None,
                 "make_s": agent.engine.pool_targets().get(bundle.id, {}).get("make_s"), "seed_failures": failures,
-                "rows": rows}
+                "pools": pools, "idle": idle, "rows": rows}
     finally:
         agent.close()
         client.close()
@@ -437,6 +473,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--hold", type=float, default=40.0, help="seconds each tier-run rollout is held")
     ap.add_argument("--out", default="", help="also write the results (JSON) here")
+    ap.add_argument("--without-pools", action="store_true", help="each tier also without warm pools, right after")
+    ap.add_argument("--idle", type=float, default=None, help="demand pools' idle window in the tier runs (default 300 s)")
     args = ap.parse_args()
     args.stages = set(args.stages.split(","))
     _images(args)
@@ -451,8 +489,13 @@ def main() -> None:
         out["tiers"] = {}
         for tier in args.tiers.split(","):
             out["tiers"][tier] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
-                                            hold_s=args.hold, slots=2 * args.group)
+                                            hold_s=args.hold, slots=2 * args.group, idle_s=args.idle)
             print(json.dumps({k: v for k, v in out["tiers"][tier].items() if k != "rows"}), file=sys.stderr, flush=True)
+            if args.without_pools:  # same host, same golden (built above), no warm computers
+                key = f"{tier}_without_pools"
+                out["tiers"][key] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
+                                               hold_s=args.hold, slots=2 * args.group, pools=False)
+                print(json.dumps({k: v for k, v in out["tiers"][key].items() if k != "rows"}), file=sys.stderr, flush=True)
     out["load_at_end"] = os.getloadavg()
     text = json.dumps(out, indent=2)
     if args.out:

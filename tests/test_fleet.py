@@ -219,10 +219,13 @@ def test_a_spilled_seed_copies_the_golden_through_the_registry(fleet, router):
             router.end(s, g0)
 
 
-def _goldens(eng, task: str) -> set[str]:
+def _goldens(eng, task: str, bundle_hash: str | None = None) -> set[str]:
+    """The task's goldens on the engine (of that bundle only, when given: h0 is the machine's engine,
+    where other runs build goldens of the demo tasks too)."""
     c = eng.client()
+    labels = [f"shinken.task={task}", "shinken.kind=golden", *([f"shinken.bundle_hash={bundle_hash}"] if bundle_hash else [])]
     try:
-        return {i.id for i in c.images.list(filters={"label": [f"shinken.task={task}", "shinken.kind=golden"]})}
+        return {i.id for i in c.images.list(filters={"label": labels})}
     finally:
         c.close()
 
@@ -263,7 +266,10 @@ def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(
     _web_task(root, web["kept"], "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
     _web_task(root, web["zero"], "In the mailbox, keep the message titled 'Invoice 42'.", "bool(invoice)")
     names += list(web.values())
-    before = {(e.name, n): _goldens(e, n) for e in fleet.engines for n in names}
+    from shinken.bundles.loader import load_bundle
+
+    hashes = {n: load_bundle(root / n).bundle_hash if n not in web.values() else None for n in names}
+    before = {(e.name, n): _goldens(e, n, hashes[n]) for e in fleet.engines for n in names}
     receipt = tmp_path / "receipt.json"
     r = fleet.shinken("probe", str(root), "--image", linux_image, "--hub", hub_image, "--receipt", str(receipt),
                       "--run-dir", str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
@@ -279,7 +285,7 @@ def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(
     assert lines[web["kept"]]["rewards"] == [0.0, 0.0] and lines[web["zero"]]["rewards"] == [1.0, 1.0], lines
     hosts = ["h0", "h1", "h2"]
     for n in names:
-        new = {e.name for e in fleet.engines if _goldens(e, n) - before[(e.name, n)]}
+        new = {e.name for e in fleet.engines if _goldens(e, n, hashes[n]) - before[(e.name, n)]}
         assert new == {hosts[home_index(n, hosts)]}, (n, new)
     for h in ("h1", "h2"):  # each host's one hub, run by its agent, outlives the probe run
         hubs = _hubs(fleet.engine(h))
