@@ -143,6 +143,7 @@ class ComputerEngine:
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
                  judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None,
+                 demand_pools: bool = DEFAULTS.demand_pools,
                  demand: DemandPolicy | None = None, warm_budget: Callable[[], int] | None = None,
                  desktop_mib: float = 600.0, golden_source: Callable[[Any, Bundle, str], Golden] | None = None) -> None:
         self.task_root = Path(task_root)
@@ -159,7 +160,10 @@ class ComputerEngine:
         self.pool_size = int(pool_size)
         # Demand-sized pools (computer/demand.py) instead of pool_size per golden: sized from the
         # seeds observed, all together within warm_budget() (a fleet host: its free slots) and the
-        # memory the machine has for desktops of desktop_mib each.
+        # memory the machine has for desktops of desktop_mib each. demand_pools: with the default policy
+        # (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS).
+        if demand is None and demand_pools:
+            demand = DemandPolicy()
         self.demand = DemandSizer(demand) if demand is not None else None
         self.warm_budget = warm_budget
         self.desktop_mib = float(desktop_mib)
