@@ -341,9 +341,10 @@ def idle_shrink(agent, client, task: str, idle_s: float) -> dict:
             v = cgroup_cpu_s(c)
             if v is not None:
                 cpu_last[c] = v
-        if not now:
+        warm = agent.engine.pool_targets().get(task, {})
+        if not now and not warm.get("size") and not warm.get("making"):  # shrunk: no target, none being made
             break
-        if time.perf_counter() - t0 > idle_s + 120:
+        if time.perf_counter() - t0 > idle_s + 180:
             break
         time.sleep(2)
     warm = agent.engine.pool_targets().get(task, {})

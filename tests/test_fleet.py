@@ -478,6 +478,7 @@ def test_leave_releases_the_host(fleet, router):
     time.sleep(3)
     assert "h2" not in _status(fleet)
     assert _shinken_containers(fleet.engine("h2")) == []
+    assert _hubs(fleet.engine("h2")) == []  # the hub its agent ran went with it
 
 
 def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
