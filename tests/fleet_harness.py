@@ -203,6 +203,13 @@ class SimFleet:
                             "--node-ip-address=127.0.0.1", "--num-cpus=0", "--disable-usage-stats",
                             "--include-dashboard=false", *RAY_ARGS.split()], self.base / "head.log", self.env)
         self.address = f"127.0.0.1:{port}"
+        # Joins need the head up: at load ~30 it took longer than the image pushes before the first
+        # join (cached, they are quick), which then failed to connect.
+        deadline = time.monotonic() + 300
+        while "Ray runtime started" not in (text := (self.base / "head.log").read_text(errors="replace")):
+            if self.head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Ray head did not start: {text[-2000:]}")
+            time.sleep(0.5)
         return self.address
 
     def shinken(self, *args: str, docker_host: str | None = None, timeout: float = 300,
