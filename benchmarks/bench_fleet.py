@@ -14,8 +14,9 @@ tasks (copies of demo/hello-file):
 - seeds per hour and seed p50/p99 with 1, 2 and 3 hosts at a fixed concurrency per host, with each
   host's engine, containers and agent CPU time;
 - image distribution: a new host (h3, empty data root) brought to the task image by `fleet join`
-  pulling it from the registry; a warm golden on a host that lacks it rebuilt from the bundle vs
-  copied (docker save | docker load, and registry push + pull).
+  pulling it from the registry; a golden on a host that lacks it, through the agents' own path
+  (fleet/golden_copy.py): copied from the registry (pushed by the host that built it) vs rebuilt
+  (stage `golden` runs only this, on 2 hosts).
 
 Stage `tiers`, on the machine's engine with the desktop image: seed p50/p99 per tier (snapshot,
 relaunch, reprovision) at rated load with demand-sized warm pools: a HostAgent with 2 x group
@@ -32,7 +33,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -223,57 +223,80 @@ def seed_rate(sim: SimFleet, root: Path, image: str, hosts: int, per_host: int, 
             "load1": [round(load0, 1), round(os.getloadavg()[0], 1)]}
 
 
-def golden_copy_vs_rebuild(sim: SimFleet, root: Path, image: str, salt: str) -> dict:
-    """A warm golden on a host that lacks it: rebuilt there from the bundle (what the agent does:
-    a task's first seed minus a warm seed) vs the golden image copied from a host that has it,
-    (a) whole, `docker save | docker load`, (b) through the registry (push from the host that has
-    it, pull on the one that lacks it: only the golden's own layer moves, the base is there)."""
-    from shinken.fleet.nodes import home_index
-    from shinken.fleet.router import FleetEngine
+def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3) -> dict:
+    """A golden on a host that lacks it, through the agents' own path (fleet/golden_copy.py), in
+    `pairs` interleaved pairs: task A's golden built on h1, which pushes it to the registry, then A's
+    first seed on h2 (copied: pulled from the registry); task B's first seed on h2, which the
+    registry has no copy of (built there). Per seed, how its golden came and its seconds as h2's
+    engine timed them (the seed's timing), and the whole seed's wall time through Ray."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet import cluster
+    from shinken.fleet.nodes import bundle_payload
 
-    names = [h.name for h in FleetEngine(sim.address, root, image).view(fresh=True)[0]]
-    i = 0
-    while names[home_index(f"bench-golden-{salt}-{i}", names)] != "h2":
-        i += 1
-    tid = make_task(root, f"bench-golden-{salt}-{i}")
-    fleet = FleetEngine(sim.address, root, image)
-    times = []
-    for k in range(2):
+    ray = cluster.connect(sim.address)
+    h1, h2 = cluster.find_agent(ray, "h1"), cluster.find_agent(ray, "h2")
+
+    def seed(agent, session: str, bundle) -> dict:
+        ray.get(agent.add_task.remote(bundle_payload(bundle)), timeout=120)
         t0 = time.perf_counter()
-        g = fleet.seed(f"bench-g{k}", tid)
-        times.append(time.perf_counter() - t0)
-        fleet.end(f"bench-g{k}", g)
-        assert g.startswith("h2~"), g
-    src, dst = sim.engine("h2"), sim.engine("h3")
-    c = src.client()
-    tag = next(t for img in c.images.list(filters={"label": [f"shinken.task={tid}", "shinken.kind=golden"]})
-               for t in img.tags)
-    size = c.images.get(tag).attrs["Size"]
+        ans = ray.get(agent.seed.remote(session, bundle.id, bundle.path.name, bundle.bundle_hash, None, None),
+                      timeout=900)
+        wall = time.perf_counter() - t0
+        assert "error" not in ans, ans
+        ray.get(agent.end.remote(session, ans["generation"]), timeout=300)
+        return {**ans["timing"], "wall_s": round(wall, 2)}
+
+    rows = []
+    for k in range(pairs):
+        a = load_bundle(root / make_task(root, f"bench-copy-{salt}-{k}"))
+        b = load_bundle(root / make_task(root, f"bench-rebuild-{salt}-{k}"))
+        source = seed(h1, f"bench-src-{k}", a)
+        deadline = time.monotonic() + 300
+        while a.id not in ray.get(h1.info.remote(), timeout=60).get("pushed", []):
+            assert time.monotonic() < deadline, "h1 did not push the golden"
+            time.sleep(0.2)
+        copied = seed(h2, f"bench-copy-{k}", a)
+        built = seed(h2, f"bench-build-{k}", b)
+        rows.append({"source_on_h1": source, "copied_on_h2": copied, "built_on_h2": built,
+                     "load1": round(os.getloadavg()[0], 1)})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    cp = [r["copied_on_h2"]["golden_s"] for r in rows if r["copied_on_h2"].get("golden") == "copied"]
+    bl = [r["built_on_h2"]["golden_s"] for r in rows if r["built_on_h2"].get("golden") == "built"]
+    c = sim.engine("h2").client()
+    goldens = c.images.list(filters={"label": ["shinken.kind=golden", f"shinken.task=bench-copy-{salt}-0"]})
+    layer = (goldens[0].attrs["Size"] - c.images.get(sim.image).attrs["Size"]) if goldens else None
     c.close()
-    t0 = time.perf_counter()
-    save = subprocess.Popen(["docker", "-H", src.host, "save", tag], stdout=subprocess.PIPE)
-    subprocess.run(["docker", "-H", dst.host, "load", "-q"], stdin=save.stdout, check=True, capture_output=True)
-    save.wait()
-    copy_s = time.perf_counter() - t0
-    dc = dst.client()
-    dc.images.remove(tag)
-    dc.close()
-    # Into the task image's repository: the registry holds its base layers there already, so only
-    # the golden's own layer moves (what a copy scheme would do).
-    remote = f"{sim.registry}/{image.rsplit(':', 1)[0]}:golden-{salt}"
-    t0 = time.perf_counter()
-    subprocess.run(["docker", "-H", src.host, "tag", tag, remote], check=True, capture_output=True)
-    subprocess.run(["docker", "-H", src.host, "push", remote], check=True, capture_output=True)
-    push_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    subprocess.run(["docker", "-H", dst.host, "pull", remote], check=True, capture_output=True)
-    pull_s = time.perf_counter() - t0
-    for e in (src, dst):
-        subprocess.run(["docker", "-H", e.host, "rmi", remote], capture_output=True)
-    return {"task": tid, "cold_seed_s": round(times[0], 2), "warm_seed_s": round(times[1], 2),
-            "rebuild_s": round(times[0] - times[1], 2), "copy_save_load_s": round(copy_s, 2),
-            "copy_registry_push_s": round(push_s, 2), "copy_registry_pull_s": round(pull_s, 2),
-            "golden_image_mib": round(size / 2**20, 1), "load1": os.getloadavg()[0]}
+    info = ray.get(h2.info.remote(), timeout=60)
+    return {"pairs": rows, "copied_golden_s": cp, "built_golden_s": bl,
+            "copied_p50_s": round(pct(cp, 0.5), 2) if cp else None, "built_p50_s": round(pct(bl, 0.5), 2) if bl else None,
+            "rebuild_over_copy": round(pct(bl, 0.5) / pct(cp, 0.5), 1) if cp and bl else None,
+            "golden_layer_mib": round(layer / 2**20, 2) if layer is not None else None,
+            "h2_counts": {k: info.get(k) for k in ("goldens_copied", "goldens_built", "copy_fallbacks")},
+            "load1": os.getloadavg()[0]}
+
+
+def golden_stage(args: argparse.Namespace) -> dict:
+    """Only the golden copy-vs-rebuild measurement: the registry, h1 and h2, the head, both joined."""
+    from shinken.runtime import cache_root
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sim = SimFleet(extra=0, slots=args.per_host, cache=cache_root() / "fleet-test")
+    sim.image = args.image  # type: ignore[attr-defined]
+    root = Path(tempfile.mkdtemp(prefix="bench-golden-"))
+    try:
+        sim.start_registry()
+        engines = [start_host_engine(sim, 1), start_host_engine(sim, 2)]
+        sim.start_head()
+        os.environ.update(sim.env)
+        r = sim.shinken("image", "push", args.image, "--registry", sim.registry, "--json", timeout=1800)
+        assert r.returncode == 0, r.stderr
+        for eng in engines:
+            sim.join(eng, args.image)
+        return golden_copy_vs_rebuild(sim, root, uuid.uuid4().hex[:8], args.pairs)
+    finally:
+        sim.stop()
+        remove_cgroups(sim)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def cgroup_cpu_s(cid: str) -> float | None:
@@ -300,7 +323,39 @@ TIER_TASKS = {"snapshot": "hello-file", "relaunch": "ced142d7-fb36-55fc-b1c5-2a6
               "reprovision": "2d4740ff-ab49-5d11-9acc-ba0c7687d012"}  # Writer + Find and Replace
 
 
-def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, slots: int) -> dict:
+def pool_containers(client, task: str) -> list[str]:
+    return [c["Id"] for c in client.api.containers(filters={"label": ["shinken.kind=pool", f"shinken.task={task}"]})]
+
+
+def idle_shrink(agent, client, task: str, idle_s: float) -> dict:
+    """After the last rollout of a task ended: what its warm pool holds (computers, memory) and the
+    CPU its warm computers use until the pool has shrunk back to none (idle_s after the last seed)."""
+    t0 = time.perf_counter()
+    cids = pool_containers(client, task)
+    held = [container_costs(client, c) for c in cids]
+    cpu0 = {c: cgroup_cpu_s(c) for c in cids}
+    cpu_last = dict(cpu0)
+    while True:
+        now = pool_containers(client, task)
+        for c in now:
+            v = cgroup_cpu_s(c)
+            if v is not None:
+                cpu_last[c] = v
+        warm = agent.engine.pool_targets().get(task, {})
+        if not now and not warm.get("size") and not warm.get("making"):  # shrunk: no target, none being made
+            break
+        if time.perf_counter() - t0 > idle_s + 180:
+            break
+        time.sleep(2)
+    warm = agent.engine.pool_targets().get(task, {})
+    return {"warm_at_end": len(cids), "warm_mem_mib": round(sum(h["mem_mib"] for h in held), 1),
+            "idle_cpu_s": round(sum((cpu_last[c] or 0) - (cpu0[c] or 0) for c in cids), 3),
+            "shrunk_to_zero_s": round(time.perf_counter() - t0, 1), "left": len(pool_containers(client, task)),
+            "pool_after": warm, "idle_s_policy": idle_s}
+
+
+def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, slots: int, pools: bool = True,
+               idle_s: float | None = None) -> dict:
     """Seed latency at rated load with demand-sized pools, on one host: the host agent's own code
     (HostAgent, in this process, on the machine's Docker engine; the router's added latency is
     measured separately) with `slots` slots. Rated load: GRPO-like steps, each a group of `group`
@@ -319,7 +374,11 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
     tid = TIER_TASKS[tier]
     salted_copy(root, [tid], Path(__file__).resolve().parent.parent)
     bundle = load_bundle(root / tid)
-    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=True)
+    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=pools)
+    if pools and idle_s is not None and agent.engine.demand is not None:  # a shorter idle window, to watch it shrink
+        import dataclasses
+
+        agent.engine.demand.policy = dataclasses.replace(agent.engine.demand.policy, idle_s=idle_s)
     client = docker_sdk.from_env()
     agent.add_task(bundle_payload(bundle))
     rows: list[dict] = []
@@ -367,6 +426,7 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                                         for a, b in zip(cpu_at_seed, cpu_at_end)],
                          "warm": agent.engine.pool_targets().get(bundle.id, {}), "load1": os.getloadavg()[0]})
             print(json.dumps({"tier": tier, **rows[-1]}), file=sys.stderr, flush=True)
+        idle = idle_shrink(agent, client, bundle.id, idle_s or 300.0) if pools else None
         steady = [x for r in rows[1:] for x in r["seed_s"]]
         cold = rows[0]["seed_s"]
         cpu = [x for r in rows for x in r["cpu_to_ready_s"] if x is not None]
@@ -381,7 +441,7 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                 "desktop_costs": costs,
                 "golden_layer_mib": round((golden[0].attrs["Size"] - base) / 2**20, 1) if golden else None,
                 "make_s": agent.engine.pool_targets().get(bundle.id, {}).get("make_s"), "seed_failures": failures,
-                "rows": rows}
+                "pools": pools, "idle": idle, "rows": rows}
     finally:
         agent.close()
         client.close()
@@ -401,7 +461,9 @@ def _images(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stages", default="fleet,tiers",
-                    help="router (overhead alone, on this machine's engine), fleet (router, scaling, images, goldens), tiers")
+                    help="router (overhead alone, on this machine's engine), fleet (router, scaling, images, goldens), "
+                    "golden (only the golden copy vs rebuild, on 2 hosts), tiers")
+    ap.add_argument("--pairs", type=int, default=3, help="copy/rebuild pairs of the golden measurement")
     ap.add_argument("--image", default="", help="the fleet's task image (default: shinken/sandbox-linux of these sources)")
     ap.add_argument("--cua-image", default="", help="the desktop image of the tier runs (default: shinken/sandbox-cua)")
     ap.add_argument("--calls", type=int, default=400, help="pairs of tool calls per kind in the router overhead")
@@ -412,6 +474,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--hold", type=float, default=40.0, help="seconds each tier-run rollout is held")
     ap.add_argument("--out", default="", help="also write the results (JSON) here")
+    ap.add_argument("--without-pools", action="store_true", help="each tier also without warm pools, right after")
+    ap.add_argument("--idle", type=float, default=None, help="demand pools' idle window in the tier runs (default 300 s)")
     args = ap.parse_args()
     args.stages = set(args.stages.split(","))
     _images(args)
@@ -420,12 +484,19 @@ def main() -> None:
         out["router"] = router_stage(args)
     if "fleet" in args.stages:
         out["fleet"] = fleet_stage(args)
+    elif "golden" in args.stages:
+        out["golden"] = golden_stage(args)
     if "tiers" in args.stages:
         out["tiers"] = {}
         for tier in args.tiers.split(","):
             out["tiers"][tier] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
-                                            hold_s=args.hold, slots=2 * args.group)
+                                            hold_s=args.hold, slots=2 * args.group, idle_s=args.idle)
             print(json.dumps({k: v for k, v in out["tiers"][tier].items() if k != "rows"}), file=sys.stderr, flush=True)
+            if args.without_pools:  # same host, same golden (built above), no warm computers
+                key = f"{tier}_without_pools"
+                out["tiers"][key] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
+                                               hold_s=args.hold, slots=2 * args.group, pools=False)
+                print(json.dumps({k: v for k, v in out["tiers"][key].items() if k != "rows"}), file=sys.stderr, flush=True)
     out["load_at_end"] = os.getloadavg()
     text = json.dumps(out, indent=2)
     if args.out:
@@ -552,7 +623,8 @@ def fleet_stage(args: argparse.Namespace) -> dict:
             rates.append(seed_rate(sim, root, args.image, n, args.per_host, args.seeds, salt))
             print(json.dumps(rates[-1]), file=sys.stderr, flush=True)
         out["rates"] = rates
-        out["golden"] = golden_copy_vs_rebuild(sim, root, args.image, salt)
+        sim.image = args.image  # type: ignore[attr-defined]
+        out["golden"] = golden_copy_vs_rebuild(sim, root, salt, args.pairs)
         print(json.dumps(out["golden"]), file=sys.stderr, flush=True)
     finally:
         sim.stop()

@@ -9,6 +9,9 @@ import typer
 from rich.table import Table
 
 from shinken.cli.common import ImageOpt, JsonFlag, Output, add_command, group
+from shinken.computer.settings import DEFAULTS
+
+DEMAND_DEFAULT = DEFAULTS.demand_pools
 
 app = group("A fleet of Docker hosts on Ray: join this machine, see the hosts, leave.")
 
@@ -34,8 +37,9 @@ def join(
     image: ImageOpt = "shinken/sandbox-cua:latest",
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", min=0, help="CPUs this Ray node advertises (default: Ray's count).")] = None,
     pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
-    demand_pools: Annotated[bool, typer.Option("--demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md).")] = False,
+    demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); the default is the server's (computer/settings.py).")] = DEMAND_DEFAULT,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
+    hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Join this machine's Docker engine to the fleet (checks Docker, the registry and the image id, then starts a Ray node and its host agent)."""
@@ -44,7 +48,7 @@ def join(
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
                      reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools},
-                     start_attempts=start_attempts)
+                     start_attempts=start_attempts, hub=hub)
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"

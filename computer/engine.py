@@ -113,6 +113,7 @@ class _Session:
     failure_stage: str = "agent"  # where it happened: "seed" or "agent"
     tier: Tier | None = None  # how the rollout's computer got its start state
     removed: bool = False  # taken out of the registry; a waiter must look the session up again
+    timing: dict[str, Any] = field(default_factory=dict)  # the seed's: how its golden came, seconds
 
 
 @dataclass
@@ -151,9 +152,14 @@ class ComputerEngine:
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
                  judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None,
+                 demand_pools: bool = DEFAULTS.demand_pools,
                  demand: DemandPolicy | None = None, warm_budget: Callable[[], int] | None = None,
-                 desktop_mib: float = 600.0) -> None:
+                 desktop_mib: float = 600.0, golden_source: Callable[[Any, Bundle, str], Golden] | None = None) -> None:
         self.task_root = Path(task_root)
+        # Where a golden this engine lacks comes from: (provider, bundle, base image id) -> Golden;
+        # default the provider's ensure_golden (found or built here). A fleet host copies through
+        # the fleet's registry first (fleet/golden_copy.py).
+        self.golden_source = golden_source
         # What the policy sees and acts with (docs/computer.md, "Profiles"); the default is the
         # accessibility tree and shinken's element tools.
         self.profile = profile or Profile()
@@ -163,7 +169,10 @@ class ComputerEngine:
         self.pool_size = int(pool_size)
         # Demand-sized pools (computer/demand.py) instead of pool_size per golden: sized from the
         # seeds observed, all together within warm_budget() (a fleet host: its free slots) and the
-        # memory the machine has for desktops of desktop_mib each.
+        # memory the machine has for desktops of desktop_mib each. demand_pools: with the default policy
+        # (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS).
+        if demand is None and demand_pools:
+            demand = DemandPolicy()
         self.demand = DemandSizer(demand) if demand is not None else None
         self.warm_budget = warm_budget
         self.desktop_mib = float(desktop_mib)
@@ -333,9 +342,11 @@ class ComputerEngine:
                     found = b
         return found
 
-    def _acquire_golden(self, task_id: str, tier: Tier | None = None) -> _GoldenEntry:
+    def _acquire_golden(self, task_id: str, tier: Tier | None = None,
+                        timing: dict[str, Any] | None = None) -> _GoldenEntry:
         """The task's golden with one more reference (build or reuse; one build per task at a time).
-        Its warm pool, if any, holds computers made and checked at the first seed's tier."""
+        Its warm pool, if any, holds computers made and checked at the first seed's tier. `timing`
+        gets how the golden came (warm: this engine held it; else cached / built / copied) and its seconds."""
         bundle = self.bundle(task_id)
         with self._lock:
             glock = self._golden_locks.setdefault(task_id, threading.Lock())
@@ -346,8 +357,18 @@ class ComputerEngine:
                     entry.refs += 1
                     entry.last_used = time.monotonic()
                     self._goldens.move_to_end(task_id)
+                    if timing is not None:
+                        timing["golden"] = "warm"
                     return entry
-            golden = self.provider.ensure_golden(bundle, self._base_image_id())
+            t0 = time.perf_counter()
+            if self.golden_source is not None:
+                golden = self.golden_source(self.provider, bundle, self._base_image_id())
+            else:
+                golden = self.provider.ensure_golden(bundle, self._base_image_id())
+                golden.origin = golden.origin or ("cached" if golden.reused else "built")
+            if timing is not None:
+                timing.update(golden=golden.origin or "built", golden_s=round(time.perf_counter() - t0, 3),
+                              **({"golden_note": golden.origin_note} if golden.origin_note else {}))
             pool, pool_tier = None, None
             if self.demand is not None:  # starts empty; _size_pools grows it as seeds come
                 pool_tier = self.serving_tier(golden, tier)
@@ -498,7 +519,9 @@ class ComputerEngine:
                 if sess.generation is not None:
                     self._check(sess, session, generation)
                 self._teardown(sess)
-                entry = self._acquire_golden(task_id, parse_tier(tier))
+                t_seed = time.perf_counter()
+                timing: dict[str, Any] = {}
+                entry = self._acquire_golden(task_id, parse_tier(tier), timing)
                 if self.demand is not None:
                     with self._lock:
                         self.demand.seen(task_id, time.monotonic())
@@ -529,6 +552,7 @@ class ComputerEngine:
                     sess.infra_failure, sess.failure_code, sess.failure_stage = None, "infra", "agent"
                 sess.generation = f"g{secrets.token_hex(12)}"
                 sess.last_used = time.monotonic()
+                sess.timing = {**timing, "seed_s": round(time.perf_counter() - t_seed, 3)}
                 return sess.generation
             finally:
                 if sess.generation is None:
@@ -648,6 +672,13 @@ class ComputerEngine:
                 sess.lock.release()
         finally:
             self._leave()
+
+    def seed_timing(self, session: str) -> dict[str, Any]:
+        """How the session's last seed went: its golden (warm / cached / built / copied, seconds,
+        why not copied) and the seed's seconds; {} for an unknown session."""
+        with self._lock:
+            sess = self._sessions.get(session)
+            return dict(sess.timing) if sess is not None else {}
 
     def sessions(self) -> dict[str, str | None]:
         """session -> task id of its live rollout (for health pages and tests)."""

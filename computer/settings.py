@@ -21,6 +21,9 @@ class ServerSettings:
     idle_ttl_s: float = 900  # seconds before an idle rollout is reaped
     golden_ttl_s: float = 3600  # seconds an unused golden image is kept
     max_goldens: int = 64  # golden images kept at once (LRU)
+    # Warm computers per task sized from its seeds (computer/demand.py) instead of pool_size per
+    # golden; off by default (docs/fleet.md, "Demand pools on the local engine": what they cost).
+    demand_pools: bool = False
 
     @classmethod
     def from_env(cls) -> "ServerSettings":
@@ -29,7 +32,8 @@ class ServerSettings:
             return _env_number(KNOBS[name][1], getattr(DEFAULTS, name), integer=integer)
 
         return cls(pool_size=int(knob("pool_size", integer=True)), idle_ttl_s=knob("idle_ttl_s"),
-                   golden_ttl_s=knob("golden_ttl_s"), max_goldens=int(knob("max_goldens", integer=True)))
+                   golden_ttl_s=knob("golden_ttl_s"), max_goldens=int(knob("max_goldens", integer=True)),
+                   demand_pools=_env_flag(KNOBS["demand_pools"][1], DEFAULTS.demand_pools))
 
 DEFAULTS = ServerSettings()
 
@@ -39,7 +43,19 @@ KNOBS: dict[str, tuple[str, str]] = {
     "idle_ttl_s": ("shinken_idle_ttl", "SHINKEN_IDLE_TTL"),
     "golden_ttl_s": ("shinken_golden_ttl", "SHINKEN_GOLDEN_TTL"),
     "max_goldens": ("shinken_max_goldens", "SHINKEN_MAX_GOLDENS"),
+    "demand_pools": ("shinken_demand_pools", "SHINKEN_DEMAND_POOLS"),
 }
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ShinkenError(f"{name}={raw!r}: use true or false")
 
 
 def _env_number(name: str, default: float, *, integer: bool = False) -> float:

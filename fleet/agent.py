@@ -44,12 +44,13 @@ class HostAgent:
     def __init__(self, host: str, slots: int, image: str, *, pool_size: int = 0, accept_filesystem: bool = True,
                  idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
                  hub_image: str | None = None, engine_factory: Any = None, demand_pools: bool = False,
-                 desktop_mib: float = 600.0) -> None:
+                 desktop_mib: float = 600.0, registry: str | None = None) -> None:
         from shinken.computer.engine import ComputerEngine
         from shinken.runtime import make_temp_dir
 
         self.host = host
         self.slots = max(1, int(slots))
+        self.registry = registry  # the fleet's registry: goldens are copied through it (fleet/golden_copy.py)
         self.incarnation = secrets.token_hex(4)  # a token from an earlier agent of this host is stale
         self.started = time.time()
         self._lock = threading.Lock()
@@ -57,6 +58,8 @@ class HostAgent:
         self._live: set[str] = set()  # sessions holding a slot
         self.tasks_dir = make_temp_dir(prefix=f"fleet-agent-{host}-")
         self.stats = {"seeds": 0, "refused_full": 0, "infra_errors": 0}
+        self._webs: dict[str, Any] = {}  # hub image id -> the WebSession probe tasks on this host attach to
+        self._web_lock = threading.Lock()
         web = None
         if hub_image:
             from shinken.mockweb.runs import web_plan
@@ -68,6 +71,13 @@ class HostAgent:
             from shinken.computer.demand import DemandPolicy
 
             extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": desktop_mib}
+        self.copier = None
+        if registry:  # goldens this host lacks come from the registry when another host pushed them
+            from shinken.fleet.golden_copy import GoldenCopier
+            from shinken.fleet.registry import split_ref
+
+            self.copier = GoldenCopier(registry, split_ref(image)[0])
+            extra["golden_source"] = self.copier.ensure
         self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
                               idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
                               **extra)
@@ -104,7 +114,13 @@ class HostAgent:
                 "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),
                 "image": self.engine.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
                 "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1),
-                "warm": self._warm(), **self.stats}
+                "warm": self._warm(), **self.stats, **self._copies()}
+
+    def _copies(self) -> dict[str, Any]:
+        """Goldens copied through the registry, built here, pushed (fleet/golden_copy.py); {} without a registry."""
+        if self.copier is None:
+            return {}
+        return {**self.copier.stats, "pushed": list(self.copier.pushed), "registry": self.registry}
 
     def _warm(self) -> dict[str, Any]:
         """The warm pools: per task target size, ready, being made (demand pools; {} otherwise)."""
@@ -152,7 +168,8 @@ class HostAgent:
             with self._lock:
                 self._live.add(session)
                 self.stats["seeds"] += 1
-            return {"generation": gen, "host": self.host, "incarnation": self.incarnation}
+            return {"generation": gen, "host": self.host, "incarnation": self.incarnation,
+                    "timing": self.engine.seed_timing(session)}
         except SessionError as exc:
             return _error("session", str(exc))
         except InfraError as exc:
@@ -235,6 +252,56 @@ class HostAgent:
             self._live.discard(session)
         return {"ok": True}
 
+    # ------------------------------------------------------------------ web tasks
+
+    def web_endpoint(self, hub: str) -> dict[str, Any]:
+        """This host's hub and run network for the hub image `hub` (a WebSession.endpoint()): one
+        hub per host and hub image, owned by this agent (its engine's own when it serves that image),
+        stopped when the agent closes and reclaimed by `shinken gc` once the agent died. The probe's
+        Ray tasks on this host attach to it (probes/executors.py)."""
+        from shinken.computer.engine import ENGINE_LABELS
+        from shinken.mockweb.runs import web_plan
+        from shinken.sandbox.docker_client import connect
+
+        try:
+            with self._web_lock:
+                plan = web_plan(hub, None)  # the manifest as this host's engine holds the image
+                assert plan is not None and plan.manifest is not None
+                image_id = plan.manifest.image_id
+                session = self._webs.get(image_id)
+                if session is None:
+                    own = self.engine.web_session
+                    if own is not None and own.manifest is not None and own.manifest.image_id == image_id:
+                        session = own
+                    else:
+                        session = plan.session(connect(), run_id=f"agent-{self.host}", labels=ENGINE_LABELS)
+                    self._webs[image_id] = session
+                lost = session.lost()
+                if lost is not None:  # the hub died or restarted: a fresh one for new probes
+                    if session is not self.engine.web_session:
+                        try:
+                            session.close()
+                        except Exception:  # noqa: BLE001 - gc reclaims what is left
+                            pass
+                    session = plan.session(connect(), run_id=f"agent-{self.host}", labels=ENGINE_LABELS)
+                    self._webs[image_id] = session
+                endpoint = session.endpoint()
+        except ShinkenError as exc:
+            return _error("task", f"host {self.host}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the engine's own errors
+            return _error("infra", f"host {self.host}: {type(exc).__name__}: {exc}"[:400])
+        return dict(endpoint or {})
+
+    def _close_webs(self) -> None:
+        with self._web_lock:
+            webs, self._webs = list(self._webs.values()), {}
+        for session in webs:
+            if session is not self.engine.web_session:
+                try:
+                    session.close()
+                except Exception:  # noqa: BLE001 - `shinken gc` reclaims a hub or network left
+                    pass
+
     # ------------------------------------------------------------------ housekeeping
 
     def gc(self, include_goldens: bool = False) -> dict[str, Any]:
@@ -255,5 +322,6 @@ class HostAgent:
     def close(self) -> dict[str, Any]:
         """Release every fork, pool and golden of this host (before the node leaves)."""
         self.engine.close()
+        self._close_webs()
         shutil.rmtree(self.tasks_dir, ignore_errors=True)
         return {"ok": True}

@@ -123,7 +123,9 @@ def _start_node(cmd: list[str], env: dict[str, str], log_path: Path, ray: Any, m
 
 
 def join(address: str, *, name: str, slots: int, image: str, reg: str | None, num_cpus: int | None = None,
-         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2) -> Joined:
+         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2, hub: str | None = None) -> Joined:
+    """`hub`: the mock web hub image this host serves web tasks with (checked against the registry
+    and pulled like the task image); its agent runs one hub for the host's web rollouts and probes."""
     from shinken.sandbox.docker_client import connect
 
     address, name = check_address(address), check_name(name)
@@ -136,7 +138,12 @@ def join(address: str, *, name: str, slots: int, image: str, reg: str | None, nu
         raise ShinkenError(f"host {name} already joined from this machine ({state}); `shinken fleet leave --name {name}` first")
     client = connect()
     image_id, pulled = check_image(client, image, reg)
+    if hub is not None:
+        check_image(client, hub, reg)
     client.close()
+    # The agent copies goldens through the fleet's registry (fleet/golden_copy.py) and serves web
+    # tasks with its own hub.
+    agent_kwargs = {**(agent_kwargs or {}), **({"registry": reg} if reg else {}), **({"hub_image": hub} if hub else {})}
 
     state.parent.mkdir(parents=True, exist_ok=True)
     log_path = state.parent / f"{name}.log"

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,9 @@ class FleetEngine:
         self._agents: dict[str, Any] = {}
         self.ray = cluster.connect(address)
         self.stats = {"spilled": 0, "refused_full": 0, "placed": 0, "infra": 0}
+        # The last seeds' timings as their hosts told them (how the golden came: warm, cached, built,
+        # copied through the registry; seconds): diagnostics only, bounded, never used to route.
+        self._timings: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     # ------------------------------------------------------------------ tasks
 
@@ -207,6 +211,11 @@ class FleetEngine:
                         self.stats["placed"] += 1
                         if host != tried_home:
                             self.stats["spilled"] += 1
+                        self._timings[session] = {**dict(answer.get("timing") or {}), "host": host,
+                                                  "spilled": host != tried_home}
+                        self._timings.move_to_end(session)
+                        while len(self._timings) > 1024:
+                            self._timings.popitem(last=False)
                     return SEP.join((host, str(answer["incarnation"]), str(answer["generation"])))
                 if kind == "full":
                     continue
@@ -222,6 +231,11 @@ class FleetEngine:
                                  "(every slot busy or every host down); this rollout is not scored")
             time.sleep(0.25)
             self.view(fresh=True)
+
+    def seed_timing(self, session: str) -> dict[str, Any]:
+        """The session's last seed as its host told it (ComputerEngine.seed_timing plus host and spilled)."""
+        with self._lock:
+            return dict(self._timings.get(session, {}))
 
     def _incarnation(self, host: str) -> str | None:
         _, info = self.view()

@@ -54,10 +54,14 @@ class WebPlan:
             return bundle, f"needs_mock_web: {', '.join(m.missing)} not served by {where}"
         return m.bundle, None
 
-    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None) -> WebSession:
+    def session(self, client: Any, *, run_id: str | None, labels: dict[str, str] | None = None,
+                attach: dict[str, str] | None = None) -> WebSession:
+        """The run's WebSession: its own hub and network, or (`attach`, a WebSession.endpoint())
+        the hub and network a fleet host's agent owns on this engine."""
         from shinken.mockweb.session import WebSession
 
-        return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root, labels=labels)
+        return WebSession(client, self.urls, self.manifest, run_id=run_id, cache_root=self.cache_root, labels=labels,
+                          attach=attach)
 
 
 def web_plan(hub: str | None, mock_urls: Path | None, *, client: Any = None) -> WebPlan | None:

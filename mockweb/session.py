@@ -40,7 +40,7 @@ class WebSession:
 
     def __init__(self, client: Any, urls: UrlMap, manifest: HubManifest | None, *, run_id: str | None = None,
                  owner: Owner | None = None, reuse_hub: bool = True, cache_root: Path | None = None,
-                 labels: dict[str, str] | None = None) -> None:
+                 labels: dict[str, str] | None = None, attach: dict[str, str] | None = None) -> None:
         self.client = client
         self.labels = dict(labels or {})  # extra labels on the hub and network it creates
         self.owner = owner or Owner.current()
@@ -51,11 +51,32 @@ class WebSession:
         self.hub: hubs.HubContainer | None = None
         self.network: str | None = None
         self.started_hub = False
+        self.owns_network = attach is None
         self._hub_started: str | None = None  # the hub's StartedAt when this session took it
         self._lock = threading.Lock()
         self._closed = False
-        if self.manifest is not None:
+        if attach is not None:
+            self._attach(attach)
+        elif self.manifest is not None:
             self._open_hub(reuse_hub)
+
+    def endpoint(self) -> dict[str, str] | None:
+        """What another process on this Docker host needs to use this session's hub and network
+        (`attach=`): a fleet host agent owns them, the probe's tasks on that host attach."""
+        if self.hub is None or self.network is None or self.manifest is None:
+            return None
+        return {"hub_id": self.hub.id, "network": self.network, "hub_image_id": self.manifest.image_id,
+                "hub_started": self._hub_started or ""}
+
+    def _attach(self, ep: dict[str, str]) -> None:
+        """Use a hub and run network another process owns (endpoint()); close() leaves them."""
+        if self.manifest is None or ep.get("hub_image_id") != self.manifest.image_id:
+            raise InfraError(f"the host's hub runs {str(ep.get('hub_image_id'))[:19]}, not this run's hub image "
+                             f"{self.manifest.image_id[:19] if self.manifest else None}")
+        self.hub = hubs.HubContainer(ep["hub_id"], ep["hub_id"][:12], ep["hub_image_id"], False, None, None, 0.0)
+        self.network = ep["network"]
+        self._hub_started = ep.get("hub_started") or hubs.started_at(self.client, self.hub.id)
+        hubs.write_owner_lease(self.client, self.hub.id, self.owner, self.run_id)  # this process's sids
 
     def _open_hub(self, reuse: bool) -> None:
         assert self.manifest is not None
@@ -199,7 +220,7 @@ class WebSession:
                 return
             self._closed = True
         errors = []
-        if self.network is not None:
+        if self.network is not None and self.owns_network:
             try:
                 remove_run_network(self.client, self.network)
             except InfraError as exc:

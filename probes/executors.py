@@ -9,7 +9,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
@@ -19,6 +19,9 @@ from shinken.sandbox.ownership import LABEL_RUN, LABEL_TASK
 from shinken.probes.oracle import Oracle
 from shinken.probes.rollouts import Rollout
 from shinken.probes.runner import ProbeConfig, ProviderFactory, drain_cleanup, probe_task
+
+if TYPE_CHECKING:
+    from shinken.mockweb.runs import WebPlan
 
 OnResult = Callable[[dict[str, Any]], None]
 OnRetry = Callable[[str, int, str], None]
@@ -110,12 +113,28 @@ def materialized(payload: dict[str, Any], run_id: str | None = None) -> Iterator
 
 
 def _ray_probe(payload: dict[str, Any], cfg: ProbeConfig, rollouts: tuple[Rollout, ...],
-               oracle: Oracle | None = None) -> dict[str, Any]:
+               oracle: Oracle | None = None, web: WebPlan | None = None,
+               endpoint: dict[str, str] | None = None) -> dict[str, Any]:
+    """One task's probe on this node. A web task (`web`) runs with the mock web of this run: on a
+    hub run its forks join the hub and run network this host's agent owns (`endpoint`)."""
+    client: Any = None
     try:
+        factory: ProviderFactory | None = None
+        if web is not None:
+            from shinken.sandbox.docker_client import connect
+            from shinken.sandbox.docker_provider import DockerProvider
+
+            client = connect()
+            session = web.session(client, run_id=cfg.run_id, attach=endpoint)
+
+            def factory() -> Any:
+                return DockerProvider(run_id=cfg.run_id, judge=cfg.judge, web=session)
         with materialized(payload, cfg.run_id) as bundle:
-            return probe_task(bundle, cfg, rollouts, oracle=oracle)
+            return probe_task(bundle, cfg, rollouts, factory, oracle=oracle)
     finally:
         drain_cleanup()  # a Ray worker may be stopped right after its last task
+        if client is not None:
+            client.close()
 
 
 _docker_nodes = docker_nodes  # the fleet's hosts, in the fleet's order (shinken.fleet.nodes)
@@ -128,10 +147,43 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, concurrency: int = 1, address: str | None = None, num_cpus: int | None = None) -> None:
+    def __init__(self, concurrency: int = 1, address: str | None = None, num_cpus: int | None = None,
+                 web: WebPlan | None = None) -> None:
         self.concurrency = max(1, concurrency)
         self.address = address
         self.num_cpus = num_cpus
+        # The run's mock web (--hub / --mock-urls): web tasks on a node use the hub its host
+        # agent owns there (one per host, fleet/agent.py web_endpoint).
+        self.web = web
+        self._started_agents: list[Any] = []
+
+    def _web_endpoint(self, ray: Any, node: dict[str, Any], cfg: ProbeConfig) -> dict[str, str] | None:
+        """The hub and run network of `node`'s host agent for this run's hub image (the agent
+        started if the node has none yet); None when the run has no hub (--mock-urls only)."""
+        from shinken.fleet import cluster
+        from shinken.fleet.nodes import DOCKER_RESOURCE as SLOTS
+
+        if self.web is None or self.web.manifest is None or self.web.hub_image is None:
+            return None
+        name = host_name(node)
+        agent = cluster.find_agent(ray, name)
+        if agent is None:
+            host = cluster.Host(name, node["NodeID"], node.get("NodeManagerAddress", ""),
+                                int(node.get("Resources", {}).get(SLOTS, 1) or 1))
+            agent = cluster.start_agent(ray, host, cfg.image)
+            self._started_agents.append(agent)
+        try:
+            answer = ray.get(agent.web_endpoint.remote(self.web.hub_image), timeout=600)
+        except Exception as exc:  # noqa: BLE001 - the agent or its node died
+            raise EnvironmentProblem(f"host {name}: its agent did not give web tasks a hub ({type(exc).__name__})") from None
+        if answer.get("error"):
+            raise EnvironmentProblem(f"host {name} cannot serve web tasks: {answer.get('detail')}; put the hub image "
+                                     "on every host (`shinken image push` / `pull`, docs/fleet.md)")
+        want = self.web.manifest.image_id
+        if answer.get("hub_image_id") != want:
+            raise EnvironmentProblem(f"host {name}'s {self.web.hub_image} is {str(answer.get('hub_image_id'))[7:19]}, "
+                                     f"this run's is {want[7:19]}; every host must run the same hub image")
+        return dict(answer)
 
     def _init(self) -> Any:
         try:
@@ -170,12 +222,19 @@ class RayExecutor:
         stop = stop or threading.Event()
         it = iter(jobs)
         running: dict[Any, tuple[Job, int]] = {}  # ref -> (job, ray-level attempts)
+        endpoints: dict[str, dict[str, str] | None] = {}  # node id -> its host's hub (web tasks)
 
         def submit(job: Job, attempt: int) -> None:
+            from shinken.mockweb.runs import is_web
+
             node = nodes[home_index(job.bundle.id, names)]
+            web = self.web if self.web is not None and is_web(job.bundle) else None
+            if web is not None and node["NodeID"] not in endpoints:
+                endpoints[node["NodeID"]] = self._web_endpoint(ray, node, cfg)
             ref = remote.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            ).remote(_bundle_payload(job.bundle), cfg, job.rollouts, job.oracle)
+            ).remote(_bundle_payload(job.bundle), cfg, job.rollouts, job.oracle, web,
+                     endpoints.get(node["NodeID"]) if web is not None else None)
             running[ref] = (job, attempt)
 
         try:
@@ -215,6 +274,13 @@ class RayExecutor:
             import ray
 
             if ray.is_initialized():
+                for agent in self._started_agents:  # agents this run started (nodes no `fleet join` made)
+                    try:
+                        ray.get(agent.close.remote(), timeout=120)
+                        ray.kill(agent)
+                    except Exception:  # noqa: BLE001 - `shinken gc` reclaims what a dead agent left
+                        pass
+                self._started_agents = []
                 ray.shutdown()
         except ImportError:
             pass

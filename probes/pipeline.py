@@ -300,6 +300,8 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
                                        provider_factory=_web_factory(web_session, cfg))
         if isinstance(ex, LocalExecutor) and web_session is not None and ex.provider_factory is None:
             ex.provider_factory = _web_factory(web_session, cfg)
+        if isinstance(ex, RayExecutor) and ex.web is None:
+            ex.web = p.web  # web tasks use the hub of the host each runs on (its agent's)
         listener.started(len(p.bundles), resumed)
 
         def record(line: dict[str, Any]) -> None:
@@ -350,7 +352,7 @@ def _open_web(p: Plan, todo: list[Job], req: ProbeRequest, run_id: str, stack: c
     if p.web is None or not any(is_web(j.bundle) for j in todo):
         return None
     if req.executor != "local":
-        raise ShinkenError("web tasks (--hub / --mock-urls) are probed with the local executor; drop --executor ray")
+        return None  # on Ray, each Docker host's agent owns that host's hub (probes/executors.py)
     from shinken.sandbox.docker_client import connect
 
     session = p.web.session(connect(), run_id=run_id)

@@ -187,6 +187,12 @@ class Golden:
     # Records of golden builds thrown away before this one because the desktop did not settle
     # (built now only; the receipt says so).
     unsettled: list[DesktopRecord] = field(default_factory=list)
+    # How this host came to hold it, for the seed that needed it (a fleet host: fleet/golden_copy.py):
+    # "cached" (found here), "built" (the setup run here), "copied" (pulled from the fleet's
+    # registry); seconds it took and, for a build, why no copy was used.
+    origin: str | None = None
+    origin_s: float | None = None
+    origin_note: str = ""
 
     @property
     def needs_relaunch(self) -> bool:

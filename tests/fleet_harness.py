@@ -153,6 +153,7 @@ class SimFleet:
         self.head: subprocess.Popen | None = None
         self.registry = ""
         self.address = ""
+        self.hub: str | None = None  # the mock web hub image every host joins with (--hub), when given
         self._extra = extra
 
     # ------------------------------------------------------------------ parts
@@ -182,10 +183,14 @@ class SimFleet:
         sock = f"unix://{d}/docker.sock"
         data = (self.cache / f"d{i}-data") if self.cache else d / "data"
         # Its own network namespace: a dockerd with --bridge none deletes the docker0 it finds in
-        # its namespace, which is the shared engine's default bridge (added by the lead).
-        args = ["unshare", "--net", "--", "dockerd", "--host", sock, "--data-root", str(data), "--exec-root", str(d / "exec"),
-                "--pidfile", str(d / "docker.pid"), "--bridge", "none", "--iptables=false", "--ip-masq=false",
-                "--storage-driver", "overlay2"]
+        # its namespace, which is the shared engine's default bridge (added by the lead). Its
+        # loopback up and a registry process of its own there on the fleet registry's port and
+        # storage: the engine pushes to and pulls from "the registry" as a real host does (the task
+        # image's and the hub image's checks at join, goldens copied between hosts).
+        script = (f"ip link set lo up && (docker-registry serve {self.base / 'registry.yml'} > {d / 'registry.log'} 2>&1 &) "
+                  f"&& exec dockerd --host {sock} --data-root {data} --exec-root {d / 'exec'} --pidfile {d / 'docker.pid'} "
+                  "--bridge none --iptables=false --ip-masq=false --storage-driver overlay2")
+        args = ["unshare", "--net", "--", "sh", "-c", script]
         eng = Engine(f"h{i}", sock, args=args, log=d / "dockerd.log")
         eng.proc = _start(args, eng.log)
         eng.wait_up()
@@ -198,6 +203,13 @@ class SimFleet:
                             "--node-ip-address=127.0.0.1", "--num-cpus=0", "--disable-usage-stats",
                             "--include-dashboard=false", *RAY_ARGS.split()], self.base / "head.log", self.env)
         self.address = f"127.0.0.1:{port}"
+        # Joins need the head up: at load ~30 it took longer than the image pushes before the first
+        # join (cached, they are quick), which then failed to connect.
+        deadline = time.monotonic() + 300
+        while "Ray runtime started" not in (text := (self.base / "head.log").read_text(errors="replace")):
+            if self.head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Ray head did not start: {text[-2000:]}")
+            time.sleep(0.5)
         return self.address
 
     def shinken(self, *args: str, docker_host: str | None = None, timeout: float = 300,
@@ -211,7 +223,7 @@ class SimFleet:
     def join(self, eng: Engine, image: str, slots: int | None = None) -> dict:
         r = self.shinken("fleet", "join", "--address", self.address, "--name", eng.name, "--slots",
                          str(slots or self.slots), "--registry", self.registry, "--image", image, "--num-cpus", "2",
-                         "--json", docker_host=eng.host,
+                         *(["--hub", self.hub] if self.hub else []), "--json", docker_host=eng.host,
                          env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
         if r.returncode != 0:
             raise RuntimeError(f"join {eng.name}: exit {r.returncode}: {r.stderr[-2000:]}")
@@ -239,14 +251,18 @@ class SimFleet:
 
     # ------------------------------------------------------------------ whole
 
-    def start(self, image: str) -> "SimFleet":
+    def start(self, image: str, hub: str | None = None) -> "SimFleet":
+        """`hub`: a mock web hub image, pushed too; every host joins with it (the private engines
+        pull it through the registry at join)."""
         self.start_registry()
         for i in range(1, self._extra + 1):
             self.start_engine(i)
         self.start_head()
-        r = self.shinken("image", "push", image, "--registry", self.registry)
-        if r.returncode != 0:
-            raise RuntimeError(f"push: {r.stderr[-2000:]}")
+        for ref in (image, *([hub] if hub else [])):
+            r = self.shinken("image", "push", ref, "--registry", self.registry, timeout=1800)
+            if r.returncode != 0:
+                raise RuntimeError(f"push {ref}: {r.stderr[-2000:]}")
+        self.hub = hub
         for eng in self.engines[1:]:
             self.preload(eng, image)
         return self

@@ -426,12 +426,15 @@ def test_from_env_reads_knobs(task_root, sandbox_image, monkeypatch):
     monkeypatch.setenv("SHINKEN_IDLE_TTL", "42")
     monkeypatch.setenv("SHINKEN_GOLDEN_TTL", "99")
     monkeypatch.setenv("SHINKEN_MAX_GOLDENS", "3")
+    monkeypatch.setenv("SHINKEN_DEMAND_POOLS", "true")  # the local engine with demand-sized pools
     eng = ComputerEngine.from_env()
     try:
         assert (eng.accept_filesystem, eng.idle_ttl_s, eng.golden_ttl_s, eng.max_goldens, eng.image) == (
             True, 42.0, 99.0, 3, sandbox_image)
+        assert eng.demand is not None and eng.pool_targets() == {}  # no seed yet: no warm computer
     finally:
         eng.close()
+    monkeypatch.delenv("SHINKEN_DEMAND_POOLS")
     monkeypatch.setenv("SHINKEN_IDLE_TTL", "soon")
     with pytest.raises(ShinkenError, match="SHINKEN_IDLE_TTL"):
         ComputerEngine.from_env()

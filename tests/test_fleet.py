@@ -46,12 +46,12 @@ def _task(root: Path, tid: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(linux_image):
+def fleet(linux_image, hub_image):
     from shinken.runtime import cache_root
 
     sim = SimFleet(extra=2, slots=2, cache=cache_root() / "fleet-test")
     try:
-        sim.start(linux_image)
+        sim.start(linux_image, hub=hub_image)  # every host joins with the hub image: one hub per host
         yield sim
     finally:
         sim.stop()
@@ -91,6 +91,14 @@ def router(fleet, joined, linux_image, tmp_path_factory):
         taken.update(tasks[h])
         for tid in tasks[h]:
             _task(root, tid)
+    from test_mockweb_hub import _web_task
+
+    web = _web_ids(salt)["kept"]  # a mailbox web task homed on h1
+    _web_task(root, web, "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
+    tasks["web"] = [web]
+    tasks["copy"] = _hosts_of(2, "h1", names, f"copy-{salt}", taken)  # goldens copied through the registry
+    for tid in tasks["copy"]:
+        _task(root, tid)
     import os
 
     os.environ.update(fleet.env)
@@ -152,19 +160,100 @@ def test_rollouts_land_on_home_host_and_a_full_home_spills(fleet, router):
     assert _status(fleet)["h1"]["used"] == 0
 
 
-def _goldens(eng, task: str) -> set[str]:
+def _fill_h1(router, tid: str, tag: str) -> list[tuple[str, str]]:
+    """Both slots of h1 (the task's home) taken by rollouts of `tid`; the first built its golden
+    there (the registry had no copy) and h1's agent pushed it: waited for."""
+    held = [(f"{tag}-{i}", router.seed(f"{tag}-{i}", tid)) for i in range(2)]
+    first = router.seed_timing(f"{tag}-0")
+    assert first["host"] == "h1" and first["golden"] == "built", first
+    assert first["golden_note"] == "the registry has no copy", first
+    assert router.seed_timing(f"{tag}-1")["golden"] == "warm"
+    deadline = time.monotonic() + 120
+    while tid not in router.view(fresh=True)[1]["h1"].get("pushed", []):
+        assert time.monotonic() < deadline, router.view(fresh=True)[1]["h1"]
+        time.sleep(0.5)
+    return held
+
+
+def test_a_spilled_seed_copies_the_golden_through_the_registry(fleet, router):
+    """A seed spilled off a full home host gets the golden the home host built and pushed: pulled
+    from the registry (the same image id on both hosts), not rebuilt, its timing says `copied`, and
+    the rollout on it scores 1.0. When the copy in the registry is broken (its own layer deleted),
+    the spill host rebuilds and the timing says why."""
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet.golden_copy import golden_key
+
+    tid, broken = router.tasks["copy"]
+    held = _fill_h1(router, tid, "s-copy")
+    try:
+        g = router.seed("s-copy-x", tid)
+        t = router.seed_timing("s-copy-x")
+        assert t["spilled"] and t["host"] != "h1" and t["golden"] == "copied", t
+        assert _goldens(fleet.engine("h1"), tid) == _goldens(fleet.engine(t["host"]), tid) != set()
+        assert router.step("s-copy-x", g, "computer_exec", {"command": SOLVE}).text.startswith("exit code 0")
+        res = router.verify("s-copy-x", g)
+        assert (res.reward, res.mask_sample) == (1.0, False), res
+        router.end("s-copy-x", g)
+    finally:
+        for s, g0 in held:
+            router.end(s, g0)
+    held = _fill_h1(router, broken, "s-broken")
+    try:
+        import urllib.request
+
+        bundle = load_bundle(router.task_root / broken)
+        base = router.view()[1]["h1"]["image_id"]
+        repo = router.image.rsplit(":", 1)[0]
+        url = f"http://{fleet.registry}/v2/{repo}"
+        req = urllib.request.Request(f"{url}/manifests/golden-{golden_key(bundle.bundle_hash, base)}",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+        layer = json.loads(urllib.request.urlopen(req, timeout=10).read())["layers"][-1]["digest"]
+        urllib.request.urlopen(urllib.request.Request(f"{url}/blobs/{layer}", method="DELETE"), timeout=10)
+        g = router.seed("s-broken-x", broken)
+        t = router.seed_timing("s-broken-x")
+        assert t["spilled"] and t["golden"] == "built" and t["golden_note"].startswith("copy failed"), t
+        assert _goldens(fleet.engine(t["host"]), broken).isdisjoint(_goldens(fleet.engine("h1"), broken))
+        router.end("s-broken-x", g)
+    finally:
+        for s, g0 in held:
+            router.end(s, g0)
+
+
+def _goldens(eng, task: str, bundle_hash: str | None = None) -> set[str]:
+    """The task's goldens on the engine (of that bundle only, when given: h0 is the machine's engine,
+    where other runs build goldens of the demo tasks too)."""
+    c = eng.client()
+    labels = [f"shinken.task={task}", "shinken.kind=golden", *([f"shinken.bundle_hash={bundle_hash}"] if bundle_hash else [])]
+    try:
+        return {i.id for i in c.images.list(filters={"label": labels})}
+    finally:
+        c.close()
+
+
+def _web_ids(salt: str) -> dict[str, str]:
+    """A web task id homed on h1 (kept) and one on h2 (zero signal): their probes run on private engines."""
+    names = ["h0", "h1", "h2"]
+    return {"kept": _hosts_of(1, "h1", names, f"web-kept-{salt}", set())[0],
+            "zero": _hosts_of(1, "h2", names, f"web-zero-{salt}", set())[0]}
+
+
+def _hubs(eng) -> list[dict]:
     c = eng.client()
     try:
-        return {i.id for i in c.images.list(filters={"label": [f"shinken.task={task}", "shinken.kind=golden"]})}
+        return c.api.containers(filters={"label": ["shinken.managed=1", "shinken.kind=hub"], "status": "running"})
     finally:
         c.close()
 
 
 def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(fleet, router, linux_image,
-                                                                               tmp_path):
-    """`shinken probe --executor ray` against the fleet's head: the decisions the local executor
-    gives on these demo tasks (test_probe pins them), each golden left on the task's home host."""
+                                                                               hub_image, tmp_path):
+    """`shinken probe --executor ray --hub` against the fleet's head: the decisions the local executor
+    gives on these demo tasks (test_probe pins them) and on the two mailbox web tasks (kept with rewards
+    [0, 0] on the untouched state, zero signal: test_mockweb_hub pins the same decisions locally), each
+    golden left on the task's home host; the web tasks' forks ran on h1 and h2 against the hub each
+    host's agent runs there."""
     from shinken.fleet.nodes import home_index
+    from test_mockweb_hub import _web_task
 
     names = ["hello-file", "zero-signal", "broken-reward"]
     root = tmp_path / "tasks"
@@ -173,20 +262,74 @@ def test_probe_over_the_fleet_decides_as_local_and_leaves_goldens_on_home_hosts(
         shutil.copytree(DEMO / n, root / n)
         with open(root / n / "reward.py", "a", encoding="utf-8") as fh:
             fh.write(f"\n# fleet test salt {salt}\n")
-    before = {(e.name, n): _goldens(e, n) for e in fleet.engines for n in names}
+    web = _web_ids(salt[:8])
+    _web_task(root, web["kept"], "In the mailbox, delete the message titled 'Invoice 42'.", "not invoice")
+    _web_task(root, web["zero"], "In the mailbox, keep the message titled 'Invoice 42'.", "bool(invoice)")
+    names += list(web.values())
+    from shinken.bundles.loader import load_bundle
+
+    hashes = {n: load_bundle(root / n).bundle_hash if n not in web.values() else None for n in names}
+    before = {(e.name, n): _goldens(e, n, hashes[n]) for e in fleet.engines for n in names}
     receipt = tmp_path / "receipt.json"
-    r = fleet.shinken("probe", str(root), "--image", linux_image, "--receipt", str(receipt), "--run-dir",
-                      str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
-                      "--ray-address", fleet.address, "--concurrency", "3", timeout=600)
+    r = fleet.shinken("probe", str(root), "--image", linux_image, "--hub", hub_image, "--receipt", str(receipt),
+                      "--run-dir", str(tmp_path / "run"), "--state-fidelity", "filesystem", "--executor", "ray",
+                      "--ray-address", fleet.address, "--concurrency", "3", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
     assert doc["summary"]["executor"] == "ray"
-    assert {t["task_id"]: (t["reason"] or "kept") for t in doc["tasks"]} == {
-        "hello-file": "kept", "zero-signal": "zero_signal", "broken-reward": "reward_error"}
+    lines = {t["task_id"]: t for t in doc["tasks"]}
+    assert {t: (x["reason"] or "kept") for t, x in lines.items()} == {
+        "hello-file": "kept", "zero-signal": "zero_signal", "broken-reward": "reward_error",
+        web["kept"]: "kept", web["zero"]: "zero_signal"}, {t: x["detail"] for t, x in lines.items()}
+    # The rewards read the state the hub holds for each fork's own sid: reached, and as the setup left it.
+    assert lines[web["kept"]]["rewards"] == [0.0, 0.0] and lines[web["zero"]]["rewards"] == [1.0, 1.0], lines
     hosts = ["h0", "h1", "h2"]
     for n in names:
-        new = {e.name for e in fleet.engines if _goldens(e, n) - before[(e.name, n)]}
+        new = {e.name for e in fleet.engines if _goldens(e, n, hashes[n]) - before[(e.name, n)]}
         assert new == {hosts[home_index(n, hosts)]}, (n, new)
+    for h in ("h1", "h2"):  # each host's one hub, run by its agent, outlives the probe run
+        hubs = _hubs(fleet.engine(h))
+        assert len(hubs) == 1 and hubs[0]["Labels"].get("shinken.made_by") == "computer-engine", hubs
+
+
+WEB_ROLLOUT = """import json, re, urllib.request as u
+base = re.search(r"BASE_URL = '([^']+)'", open('/home/user/initial_setup.py').read()).group(1)
+sid = open('/tmp/task_web_sid').read().strip()
+print(u.urlopen(base + '/go?sid=' + sid, timeout=30).read().decode()[:400])
+req = u.Request(base + '/post?sid=' + sid, method='POST', headers={'Content-Type': 'application/json'},
+                data=json.dumps({'action': 'set_current', 'state': {'messages': []}}).encode())
+print('set', u.urlopen(req, timeout=30).status)
+"""
+
+
+def test_a_web_rollout_on_a_fleet_host_reaches_that_hosts_hub(fleet, router):
+    """A web task homed on h1 (a private engine) served through the router: its fork is on h1, on the
+    run network of the hub h1's agent runs, reads the state the setup left for its own sid from that
+    hub, changes it there, and verify scores what the hub then holds (1.0)."""
+    import base64
+
+    tid = router.tasks["web"][0]
+    g = router.seed("s-web", tid)
+    try:
+        assert g.startswith("h1~"), g
+        script = base64.b64encode(WEB_ROLLOUT.encode()).decode()
+        out = router.step("s-web", g, "computer_exec", {"command": f"echo {script} | base64 -d | python3"}).text
+        assert "Invoice 42" in out and "set 200" in out, out
+        h1 = fleet.engine("h1")
+        c = h1.client()
+        try:
+            forks = c.api.containers(filters={"label": ["shinken.kind=fork", f"shinken.task={tid}"]})
+            assert len(forks) == 1, forks
+            nets = set(forks[0]["NetworkSettings"]["Networks"])
+            hubs = _hubs(h1)
+            assert len(hubs) == 1 and nets and nets <= set(hubs[0]["NetworkSettings"]["Networks"]), (nets, hubs)
+            assert all(n.startswith("shinken-web-") for n in nets), nets
+        finally:
+            c.close()
+        res = router.verify("s-web", g)
+        assert (res.reward, res.mask_sample) == (1.0, False), res
+    finally:
+        router.end("s-web", g)
 
 
 def test_a_seed_no_host_can_take_is_an_infra_failure(fleet, router):
@@ -335,6 +478,7 @@ def test_leave_releases_the_host(fleet, router):
     time.sleep(3)
     assert "h2" not in _status(fleet)
     assert _shinken_containers(fleet.engine("h2")) == []
+    assert _hubs(fleet.engine("h2")) == []  # the hub its agent ran went with it
 
 
 def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):

@@ -417,6 +417,12 @@ def test_server_defaults_have_one_home(monkeypatch) -> None:
     monkeypatch.setenv("SHINKEN_POOL_SIZE", "3")
     monkeypatch.setenv("SHINKEN_GOLDEN_TTL", "12.5")
     assert ServerSettings.from_env() == dataclasses.replace(DEFAULTS, pool_size=3, golden_ttl_s=12.5)
+    monkeypatch.setenv("SHINKEN_DEMAND_POOLS", "on")  # the off switch's other side (shinken_demand_pools)
+    assert ServerSettings.from_env().demand_pools is True
+    monkeypatch.setenv("SHINKEN_DEMAND_POOLS", "maybe")
+    with pytest.raises(ShinkenError, match="SHINKEN_DEMAND_POOLS='maybe': use true or false"):
+        ServerSettings.from_env()
+    monkeypatch.delenv("SHINKEN_DEMAND_POOLS")
     monkeypatch.setenv("SHINKEN_MAX_GOLDENS", "many")
     with pytest.raises(ShinkenError, match="SHINKEN_MAX_GOLDENS='many': not a number"):
         ServerSettings.from_env()

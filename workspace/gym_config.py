@@ -114,8 +114,10 @@ def sandbox_config(names: Names, engine: EngineSettings) -> dict[str, Any]:
     }}}
 
 
-def _plain(value: float) -> float:
-    """900.0 written as 900, as the config always had it."""
+def _plain(value: float | bool) -> float | str:
+    """900.0 written as 900, as the config always had it; a flag as true/false."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return int(value) if float(value).is_integer() else value
 
 

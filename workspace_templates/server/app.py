@@ -72,6 +72,8 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
     shinken_idle_ttl: float = Field(DEFAULTS.idle_ttl_s, ge=0, description="Seconds before an idle rollout is reaped.")
     shinken_golden_ttl: float = Field(DEFAULTS.golden_ttl_s, ge=0, description="Seconds an unused golden image is kept.")
     shinken_max_goldens: int = Field(DEFAULTS.max_goldens, ge=1, description="Golden images kept at once (LRU).")
+    shinken_demand_pools: bool = Field(DEFAULTS.demand_pools, description="Warm computers per task sized from its "
+                                       "observed seeds (GRPO groups, rate), shrinking to none when idle (docs/fleet.md).")
     shinken_judge_url: Optional[str] = Field(
         None, description="OpenAI-compatible API for rewards that call reward_judge (key: SHINKEN_JUDGE_API_KEY).")
     shinken_judge_model: Optional[str] = Field(None, description="The model that endpoint serves.")
@@ -131,6 +133,7 @@ class ShinkenCuaConfig(BaseResourcesServerConfig):
             idle_ttl_s=self.shinken_idle_ttl,
             golden_ttl_s=self.shinken_golden_ttl,
             max_goldens=self.shinken_max_goldens,
+            demand_pools=self.shinken_demand_pools,
             judge=judge,
             web=web,
             profile=self.profile(),
