@@ -26,8 +26,11 @@ set -x
 # All three probes: the oracle-* tasks ship golden_patch.py (one solves, one half-solves, one's
 # reward reads the wrong path: dropped oracle_fails); the vandal-* rewards pay for removed or
 # garbled files (dropped reward_passes_vandalism); delete-the-file passes only `remove` (kept, flagged).
-"$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" \
-  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 3 --probes noop,oracle,vandal
+PROBE=("$S" probe demo --image "$IMAGE" --triage "$OUT/triage.json" --receipt "$OUT/receipt.json"
+  --run-dir "$OUT/probe-run" --replay demo/solutions.jsonl --concurrency 3 --probes noop,oracle,vandal)
+# Exit 1: some tasks met an infrastructure failure (a loaded machine: a desktop slow to come up),
+# which settles nothing; the run resumes, so one more pass probes just those tasks.
+"${PROBE[@]}" || { rc=$?; [ "$rc" = 1 ] || exit "$rc"; "${PROBE[@]}"; }
 # The demo tasks were written for this repository and carry its license.
 "$S" make-workspace --dest "$WORKSPACE" --task-root demo --ids "$OUT/receipt.json" \
   --rollouts demo/solutions.jsonl --license Apache-2.0 --image "$IMAGE" --force
