@@ -19,6 +19,19 @@ from gym_harness import gym_env, gym_examples, gym_runner, gym_workspace  # noqa
 from tests.cli_runner import run_cli  # noqa: E402
 
 
+# The modules that run NeMo Gym (they use tests/gym_harness.py): scripts/test.sh runs them as one
+# pytest beside another for the rest, so the suite's two long poles overlap on CI's 2 cores.
+GYM_FIXTURES = {"gym_env", "gym_examples", "gym_runner", "gym_workspace"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gym_paths = {Path(str(i.fspath)) for i in items if GYM_FIXTURES & set(getattr(i, "fixturenames", ()))}
+    gym_paths |= {p for p in {Path(str(i.fspath)) for i in items} if "gym_harness" in p.read_text()}
+    for item in items:
+        if Path(str(item.fspath)) in gym_paths:
+            item.add_marker(pytest.mark.gym)
+
+
 @pytest.fixture(scope="session")
 def shinken_cli():
     """Runs `shinken ARGS` and returns (returncode, stdout, stderr): in process unless `env=`
