@@ -219,6 +219,13 @@ def _source_tar(app: MockApp, npm: NpmConfig) -> tuple[bytes, Rewrite | None]:
 # build` would run, with node_modules/.bin on PATH, minus npm's own start (seconds under load).
 _APP_BUILD_SCRIPT = r"""set -e
 cd "$1"
+# A line every few seconds while npm works quietly (`npm ci` prints nothing for minutes on a busy
+# machine): the caller's read of this exec's output would otherwise time out (the Docker SDK's
+# 60 s), and the user sees the build is alive. sleep's output goes nowhere so that no orphan keeps
+# the exec's stream open.
+( while sleep "${SHINKEN_HEARTBEAT_S:-20}" >/dev/null 2>&1; do echo "shinken-heartbeat: ${SECONDS}s"; done ) &
+hb_pid=$!
+trap 'kill $hb_pid 2>/dev/null || true' EXIT
 export npm_config_registry="$2"
 export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
 # a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
@@ -243,6 +250,8 @@ echo "shinken-phase: build $t1 $t2"
 test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html" >&2; exit 3; }
 """
 _PHASE = re.compile(r"^shinken-phase: (\w+) ([0-9.]+) ([0-9.]+)\s*$")
+_HEARTBEAT = re.compile(r"^shinken-heartbeat: (\d+)s\s*$")
+HEARTBEAT_S = 20.0
 
 _ERROR_LINE = re.compile(r"\b\w*(error|ERROR|Error)\b|ERR!|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|requires Node")
 _FAILED_LINE = re.compile(r"\b(failed|FAILED|Failed)\b")  # weaker: `x Build failed in 695ms` comes before the error
@@ -283,7 +292,8 @@ def first_error_line(lines: list[str]) -> str:
 def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: bytes, *,
               progress: Progress | None = None, nocache: bool = False, npm_cache: Path | None = None,
               registry: str = DEFAULT_REGISTRY, cpu_shares: int | None = None,
-              npm: NpmConfig | None = None, run_directly: bool = True) -> AppBuild:
+              npm: NpmConfig | None = None, run_directly: bool = True,
+              heartbeat_s: float = HEARTBEAT_S) -> AppBuild:
     """The built image of one app, cached by the hash of its sources and the node image.
     npm_cache: the npm cache folder the build mounts (default ~/.cache/shinken/hub-npm, shared
     by every app build; the benchmark passes an empty one to time a cold build). registry: the
@@ -292,7 +302,8 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
     them). npm: the npm settings (registry, scoped registries, credentials; default: `registry`
     alone); credentials reach the build through a private file mounted for it only.
     run_directly: run the build script without npm when npm would only run it (False: always
-    `npm run build`, for comparing the two). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
+    `npm run build`, for comparing the two). heartbeat_s: how often the build says it is alive
+    while npm prints nothing (keeps the output stream's reads inside the SDK's timeout). cpu_shares: the build container's CPU weight (Docker's --cpu-shares; default 1024:
     128 lets a long survey use idle CPU and yield to other work). A failed build raises
     AppBuildFailed."""
     t0 = time.monotonic()
@@ -308,7 +319,7 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
             image_id, log, phases = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
                                                             npm_cache or cache_root() / "hub-npm",
                                                             npm or NpmConfig(registry, "--registry"), cpu_shares,
-                                                            run_directly)
+                                                            run_directly, heartbeat_s)
         except AppBuildFailed as exc:
             exc.seconds = time.monotonic() - t0
             raise
@@ -318,7 +329,8 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
 def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_tag: str, node_id: str,
                             ca_pem: bytes, progress: Progress | None, npm_cache: Path,
                             npm: NpmConfig, cpu_shares: int | None = None,
-                            run_directly: bool = True) -> tuple[str, Path, dict[str, float]]:
+                            run_directly: bool = True,
+                            heartbeat_s: float = HEARTBEAT_S) -> tuple[str, Path, dict[str, float]]:
     import docker.errors
     import requests.exceptions
 
@@ -377,12 +389,16 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         direct = direct_script(app.folder, "build") if run_directly else None
         ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry,
                                    direct or ""],
-                             environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc"})
+                             environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc",
+                                          "SHINKEN_HEARTBEAT_S": f"{heartbeat_s:g}"})
         deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
         pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
 
         def take(line: str) -> None:
             nonlocal tail
+            if hb := _HEARTBEAT.match(line):
+                _say(progress, f"[{app.name}] still building ({hb.group(1)} s)")
+                return
             m = _PHASE.match(line)
             if m:
                 phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
