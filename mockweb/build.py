@@ -252,6 +252,7 @@ test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html
 _PHASE = re.compile(r"^shinken-phase: (\w+) ([0-9.]+) ([0-9.]+)\s*$")
 _HEARTBEAT = re.compile(r"^shinken-heartbeat: (\d+)s\s*$")
 HEARTBEAT_S = 20.0
+ENGINE_PATIENCE_S = 600.0
 
 _ERROR_LINE = re.compile(r"\b\w*(error|ERROR|Error)\b|ERR!|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|ECONNREFUSED|requires Node")
 _FAILED_LINE = re.compile(r"\b(failed|FAILED|Failed)\b")  # weaker: `x Build failed in 695ms` comes before the error
@@ -336,7 +337,13 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
 
     # an engine too busy to answer within the SDK's timeout raises requests' errors, not APIError
     engine_errors = (docker.errors.APIError, requests.exceptions.RequestException)
-    api = client.api
+    # A build's engine calls get a patient read timeout: committing a large app took 27 s at load
+    # 15 and over the SDK's 60 s at load 20-60 (the commit went on in the engine: the next try
+    # found the image). A shallow copy shares the client's connection pool; only its timeout differs
+    # (copy.copy would go through requests.Session's pickling state, which drops the SDK's fields).
+    api = object.__new__(type(client.api))
+    api.__dict__.update(client.api.__dict__)
+    api.timeout = max(float(client.api.timeout or 0), ENGINE_PATIENCE_S)
     npm_cache.mkdir(parents=True, exist_ok=True)
     ca_file = cache_root() / "hub-ca.pem"
     ca_file.write_bytes(ca_pem)

@@ -1,6 +1,8 @@
 """An app build that prints nothing for longer than the Docker client's read timeout still builds:
 `npm ci` on a busy machine is silent for minutes, and the survey of the public hub lost builds to
-"Read timed out. (read timeout=60)" until the build script said it was alive every few seconds."""
+"Read timed out. (read timeout=60)": reading a build's quiet output stream, and committing a large
+app at load 20-60. The build script now says it is alive every few seconds (the progress shows
+it) and a build's engine calls get a patient timeout of their own."""
 
 from __future__ import annotations
 
