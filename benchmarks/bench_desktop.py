@@ -14,6 +14,7 @@ import time
 import docker
 
 from shinken.images.build import build_image
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 
 
@@ -31,7 +32,7 @@ def main() -> None:
     start_s, up_s, total_s, again_s, dump_s = [], [], [], [], []
     for i in range(args.n):
         t0 = time.perf_counter()
-        c = client.containers.run(image, detach=True, init=True, network_mode="none",
+        c = run_container(client, image, detach=True, init=True, network_mode="none",
                                   labels=labels_for("build", task="bench-desktop"), cap_drop=["ALL"],
                                   security_opt=["no-new-privileges"])
         try:

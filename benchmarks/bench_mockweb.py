@@ -40,7 +40,7 @@ from shinken.mockweb.manifest import read_manifest
 from shinken.mockweb.runs import web_plan
 from shinken.mockweb.session import GUEST_TIMEOUT_S
 from shinken.runtime import cache_root
-from shinken.sandbox.docker_client import connect
+from shinken.sandbox.docker_client import connect, run_container
 from shinken.sandbox.docker_provider import DockerProvider
 from shinken.sandbox.ownership import labels_for
 from shinken.tiers import Tier
@@ -118,7 +118,7 @@ def bench_npm_start(client, n: int) -> dict:
     `sh -c <x>` for x = `node -e 0`, alternated n times in one container of the node image."""
     node_tag, _, _ = ensure_node_image(client)
     load = os.getloadavg()[0]
-    out = client.containers.run(node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none",
+    out = run_container(client, node_tag, ["bash", "-c", NPM_START, "bench", str(n)], remove=True, network_mode="none",
                                 labels=labels_for("build", task="bench-npm-start"))
     rows = [[float(x) for x in ln.split()] for ln in out.decode().split("\n") if ln.strip()]
     npm = [b - a for a, b, _ in rows]

@@ -39,6 +39,7 @@ from shinken.sandbox.api import (
     SessionError,
     SetupError,
     StartStateError,
+    UnownedContainer,
     UnsettledDesktop,
 )
 
@@ -84,6 +85,8 @@ ANSWERS: dict[type[BaseException], Answer] = {
     # a command's work failed / shinken's own bug: never the task's
     WorkFailed: BUG,
     InternalError: BUG,
+    # a container create whose labels name no owner, refused at the Docker door: shinken's bug
+    UnownedContainer: BUG,
     # the Docker SDK's own errors where no shinken code wrapped them: an engine that stopped
     # answering (its socket gone: a ConnectionError) or answered an error is an outage
     requests.exceptions.RequestException: INFRA,

@@ -14,7 +14,7 @@ import orjson
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.images.layout import EXTRA_KIND, GUEST_DIR, LABEL_FRAGMENT_NAME, LABEL_FRAGMENT_SHA, LABEL_IMAGE, LABEL_PARENT
 from shinken.runtime import cache_root, utc_now
-from shinken.sandbox.docker_client import connect, resolve_image
+from shinken.sandbox.docker_client import connect, resolve_image, run_container
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, labels_for
 from shinken.schemas import validation_error, write_json
 
@@ -87,8 +87,9 @@ def _probe(client: DockerClient, image_id: str, image_ref: str) -> dict[str, Any
            'else echo "no python3 in this image" >&2; exit 97; fi', script]
     container = None
     try:
-        container = client.containers.create(
-            image_id, cmd, network_mode="none", labels=labels_for("build", extra={LABEL_BASE_IMAGE: image_id}),
+        container = run_container(
+            client, image_id, cmd, create_only=True, network_mode="none",
+            labels=labels_for("build", extra={LABEL_BASE_IMAGE: image_id}),
             cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=256, mem_limit="512m",
             entrypoint=[], detach=True,
         )

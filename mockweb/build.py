@@ -46,6 +46,7 @@ from shinken.images.build import (
 from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
 from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
 from shinken.mockweb.registry import DEFAULT_REGISTRY, NpmConfig, Rewrite, npm_config, rewrite_lockfile
+from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import labels_for
 
 HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
@@ -381,8 +382,8 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     hc = api.create_host_config(binds=binds, network_mode="host", init=True, cpu_shares=cpu_shares)
     labels = labels_for("build", task=f"hub-app-{app.name}")
     try:
-        cid = api.create_container(node_tag, command=["sleep", "infinity"], host_config=hc, labels=labels,
-                                   working_dir=APPS_ROOT, detach=True)["Id"]
+        cid = create_container(api, node_tag, labels=labels, command=["sleep", "infinity"], host_config=hc,
+                               working_dir=APPS_ROOT, detach=True)
     except engine_errors as exc:
         shutil.rmtree(npmrc_dir, ignore_errors=True)
         raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "

@@ -21,6 +21,7 @@ from typing import Any
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.mockweb.manifest import HubManifest
 from shinken.sandbox.api import InfraError
+from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import (
     LABEL_CREATED,
     LABEL_CREATOR,
@@ -129,19 +130,19 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
     )
     name = f"shinken-hub-{manifest.image_id.removeprefix('sha256:')[:8]}-{secrets.token_hex(3)}"
     env = ["SHINKEN_HUB_EAGER=1"] if eager else []
-    c: dict[str, Any] | None = None
+    cid: str | None = None
     try:
         netcfg = None
         if network and network != "none":
             netcfg = api.create_networking_config(
                 {network: api.create_endpoint_config(aliases=[a.alias for a in manifest.apps])})
-        c = api.create_container(manifest.image_id, name=name, labels=labels, host_config=hc, detach=True,
-                                 environment=env, ports=list(port_bindings) or None, networking_config=netcfg)
-        api.start(c["Id"])
+        cid = create_container(api, manifest.image_id, labels=labels, name=name, host_config=hc, detach=True,
+                               environment=env, ports=list(port_bindings) or None, networking_config=netcfg)
+        api.start(cid)
     except BaseException as exc:
-        if c is not None:  # created but not started: removed (a detached one has no owner for gc to go by)
+        if cid is not None:  # created but not started: removed (a detached one has no owner for gc to go by)
             try:
-                stop_hub(client, c["Id"])
+                stop_hub(client, cid)
             except InfraError:
                 pass  # it keeps its labels: gc reclaims it (owner, or a never-started creator) once we are gone
         if not isinstance(exc, docker.errors.APIError):
@@ -149,7 +150,8 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
         hint = (f"; is a port in 127.0.0.1:{publish}-{publish + len(manifest.apps) - 1} taken?"
                 if publish is not None else "")
         raise EnvironmentProblem(f"cannot start the hub container: {exc.explanation or exc}{hint}") from None
-    hub = HubContainer(c["Id"], name, manifest.image_id, detached, labels.get(LABEL_OWNER), publish, time.time())
+    assert cid is not None
+    hub = HubContainer(cid, name, manifest.image_id, detached, labels.get(LABEL_OWNER), publish, time.time())
     try:
         wait_ready(client, hub.id)
     except BaseException:

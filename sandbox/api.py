@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from shinken.bundles.model import Bundle, SetupStep
-from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, ShinkenError
+from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, InternalError, ShinkenError
 from shinken.sandbox.desktop import DesktopRecord
 
 OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
@@ -93,6 +93,12 @@ class UnsettledDesktop(InfraError):
         within = " and ".join(f"{b:g} s" for b in self.bounds_s)
         super().__init__(f"the desktop the setup of {task_id} left did not settle within {within} in "
                          f"{len(self.records)} golden build(s); the last {last.describe_unsettled()}")
+
+
+class UnownedContainer(InternalError):
+    """A container create whose labels do not name its owner, refused at the Docker door
+    (sandbox/docker_client.py) before it reaches the engine: `shinken gc` could never reclaim
+    such a container once its maker is gone. Always a bug in the code that asked."""
 
 
 class SetupError(SandboxError):

@@ -23,6 +23,7 @@ import docker.errors
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.sandbox import guest, steps
 from shinken.sandbox.api import DiskFull, ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
+from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.docker_stream import open_exec_stream, read_frames
 
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
@@ -57,19 +58,19 @@ class UserIds:
 
 def start_container(api: Any, image_id: str, labels: dict[str, str], host_config: dict[str, Any], *,
                     desktop: bool = False, ports: list[int] | None = None, hostname: str | None = None) -> str:
-    """Create and start a container (two API calls, no inspect); its id. With `desktop`,
+    """Create and start a container (two API calls, no inspect); its id. `labels` must name its
+    owner (docker_client.require_owner: UnownedContainer before anything is created). With `desktop`,
     the desktop boots as the container's own command (see guest.DESKTOP_BOOT). `ports`: the
     container's TCP ports the host config's port_bindings publish. `hostname`: the container's
     host name (a fork gets its golden's, see Golden.hostname); else Docker's (the short id)."""
     command = ["bash", "-c", guest.DESKTOP_BOOT] if desktop else ["sleep", "infinity"]
     try:
-        c = api.create_container(image_id, command=command, labels=labels, host_config=host_config, detach=True,
-                                 ports=list(ports) if ports else None, hostname=hostname)
+        cid = create_container(api, image_id, labels=labels, command=command, host_config=host_config, detach=True,
+                               ports=list(ports) if ports else None, hostname=hostname)
     except docker.errors.ImageNotFound as exc:
         raise infra(f"image {image_id} is gone", exc) from None
     except docker.errors.APIError as exc:
         raise infra("creating a sandbox container", exc) from None
-    cid: str = c["Id"]
     try:
         api.start(cid)
     except docker.errors.APIError as exc:

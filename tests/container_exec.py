@@ -18,10 +18,11 @@ def run_sandbox(client, image: str, task: str, *, desktop: bool = True, pids_lim
                 mem_limit: str = "3g"):
     """A container confined like a fork (network none, capabilities dropped), labelled for `task`,
     with the desktop up when `desktop`. The caller removes it."""
+    from shinken.sandbox.docker_client import run_container
     from shinken.sandbox.ownership import labels_for
 
-    box = client.containers.run(
-        image, detach=True, init=True, network_mode="none", labels=labels_for("build", task=task),
+    box = run_container(
+        client, image, detach=True, init=True, network_mode="none", labels=labels_for("build", task=task),
         cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=pids_limit, mem_limit=mem_limit,
     )
     if desktop:

@@ -403,10 +403,10 @@ def py313_venv(gym_image: str) -> Path:
         UV_CACHE.mkdir(parents=True, exist_ok=True)
         script = (f"python3.13 -m venv {venv} && uv pip install -q --compile-bytecode --python {venv}/bin/python "
                   f"-c /constraints.txt {' '.join(repr(r) for r in reqs)}")
+        from shinken.sandbox.docker_client import docker_run_argv
         from shinken.sandbox.ownership import labels_for
 
-        owned = [a for k, v in labels_for("build", task="py313-venv").items() for a in ("--label", f"{k}={v}")]
-        r = subprocess.run(["docker", "run", "--rm", "--network", "host", *owned,
+        r = subprocess.run([*docker_run_argv(labels_for("build", task="py313-venv")), "--rm", "--network", "host",
                             "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro", "-v", f"{UV_CACHE}:/uvcache",
                             "-v", f"{REPO / 'constraints.txt'}:/constraints.txt:ro", "-v", f"{PY313_CACHE}:{PY313_CACHE}",
                             "-e", "UV_CACHE_DIR=/uvcache", "-e", "UV_LINK_MODE=copy", gym_image, "bash", "-c", script],
@@ -439,11 +439,13 @@ class FleetBox:
         self.venv: Path | None = None
 
     def start(self, extra_mounts: list[Path] | None = None) -> "FleetBox":
+        from shinken.sandbox.docker_client import docker_run_argv
         from shinken.sandbox.ownership import labels_for
         from shinken.workspace.gym_image import HOST_CA, IMAGE_CA_PATH
 
         self.venv = py313_venv(self.gym_image)
-        args = ["docker", "run", "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
+        args = [*docker_run_argv(labels_for("server", run=self.name)),
+                "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
                 "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro",
                 "-v", f"{self.base}:{self.base}", "-v", f"{REPO}:{REPO}:ro", "-v", f"{self.venv}:{self.venv}:ro",
                 "-e", f"PYTHONPATH={self.base / 'src'}", "-e", "RAY_AUTH_MODE=disabled",
@@ -455,8 +457,6 @@ class FleetBox:
                 "--cpu-shares", "8192"]
         for m in extra_mounts or []:
             args += ["-v", f"{m}:{m}"]
-        for k, v in labels_for("server", run=self.name).items():
-            args += ["--label", f"{k}={v}"]
         r = subprocess.run([*args, self.gym_image, "sleep", "infinity"], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"fleet box: {r.stderr}")

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from shinken.sandbox.docker_client import docker_run_argv
 from shinken.sandbox.ownership import labels_for
 from cli_runner import CliResult, run_cli  # beside this module (benchmarks import it with tests/ on sys.path)
 from shinken.workspace.gym_config import MODEL_CONFIG  # noqa: F401  (for the Gym tests and benchmarks)
@@ -108,12 +109,11 @@ class GymContainer:
 
     def start(self, command: str = "exec sleep infinity") -> "GymContainer":
         self.image = self.image or ensure_gym_image()
-        args = ["docker", "run", "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
+        args = [*docker_run_argv(labels_for("server", run=self.name)),
+                "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
                 "--cpu-shares", str(self.cpu_shares),
                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
                 "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro"]
-        for k, v in labels_for("server", run=self.name).items():
-            args += ["--label", f"{k}={v}"]
         for m in dict.fromkeys(Path(p).resolve() for p in self.mounts):
             args += ["-v", f"{m}:{m}"]
         for host, inside in self.binds:

@@ -378,11 +378,12 @@ def test_close_waits_for_calls_in_flight(task_root, sandbox_image, docker_client
 
 def test_maintenance_reclaims_forks_of_dead_owners(task_root, sandbox_image, docker_client):
     from shinken.computer.engine import ENGINE_LABELS
+    from shinken.sandbox.docker_client import run_container
     from shinken.sandbox.ownership import LABEL_MADE_BY, Owner, labels_for
 
     dead = Owner(socket.gethostname(), os.getpid(), "1")  # our pid with another start time: a dead process
-    run = lambda labels: docker_client.containers.run(  # noqa: E731
-        "shinken/base-bookworm:latest", ["sleep", "600"], detach=True, network_mode="none", labels=labels)
+    run = lambda labels: run_container(  # noqa: E731
+        docker_client, "shinken/base-bookworm:latest", ["sleep", "600"], detach=True, network_mode="none", labels=labels)
     orphan = run(labels_for("fork", task="orphan", owner=dead, extra=ENGINE_LABELS))  # a dead engine's fork
     # a dead `shinken probe`'s fork: `shinken gc`'s to reclaim when the user asks, not an engine's
     not_an_engines = run(labels_for("fork", task="probe-left", owner=dead))

@@ -18,6 +18,7 @@ from shinken.mockweb import hub as hubs
 from shinken.mockweb.manifest import HubApp, HubManifest
 from shinken.sandbox.api import InfraError
 from shinken.sandbox.container import start_container
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import Owner, labels_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,9 +68,10 @@ def test_a_detached_hub_killed_before_its_start_is_gcs(docker_client, tmp_path) 
     value = uuid.uuid4().hex
     dead = Owner(socket.gethostname(), os.getpid(), "1")  # our pid with another start time: a dead process
     labels = {**hubs.detached_labels(dead), SCOPE: value}
-    never = docker_client.containers.create(BASE, ["sleep", "infinity"], network_mode="none", labels=labels)
-    ran = docker_client.containers.run(BASE, ["sleep", "infinity"], detach=True, network_mode="none", labels=labels)
-    mine = docker_client.containers.create(BASE, ["sleep", "infinity"], network_mode="none",
+    never = run_container(docker_client, BASE, ["sleep", "infinity"], create_only=True, network_mode="none",
+                          labels=labels)
+    ran = run_container(docker_client, BASE, ["sleep", "infinity"], detach=True, network_mode="none", labels=labels)
+    mine = run_container(docker_client, BASE, ["sleep", "infinity"], create_only=True, network_mode="none",
                                            labels={**hubs.detached_labels(), SCOPE: value})  # a live creator
     try:
         r = run_cli("gc", "--label", f"{SCOPE}={value}", "--json", timeout=120, subprocess_=True,

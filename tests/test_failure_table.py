@@ -150,10 +150,11 @@ def test_vocabulary_matches_the_gym_wheel() -> None:
 
     code = ("import json; from nemo_gym import failure_kinds as f; import typing; "
             "print(json.dumps({'kinds': sorted(f.FAILURE_KINDS), 'stages': list(typing.get_args(f.FailureStage))}))")
+    from shinken.sandbox.docker_client import docker_run_argv
     from shinken.sandbox.ownership import labels_for
 
-    owned = [a for k, v in labels_for("build", task="test-gym-kinds").items() for a in ("--label", f"{k}={v}")]
-    r = subprocess.run(["docker", "run", "--rm", "--network", "none", *owned, ensure_gym_image(), "python", "-c", code],
+    r = subprocess.run([*docker_run_argv(labels_for("build", task="test-gym-kinds")), "--rm", "--network", "none",
+                        ensure_gym_image(), "python", "-c", code],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.strip().splitlines()[-1])

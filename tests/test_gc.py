@@ -24,12 +24,14 @@ import docker
 import pytest
 
 from tests.cli_runner import CliResult, run_cli
+from tests.foreign import remove_foreign, run_foreign
 
 from shinken import reclaim
 from shinken.sandbox import gc
 from shinken import runtime
 from shinken.runtime import Owner, process_start_ticks
 from shinken.sandbox.container import remove_with_retries
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import LABEL_CREATED, labels_for
 from shinken.schemas import check_with_jsonschema
 
@@ -47,6 +49,7 @@ HOLDER = textwrap.dedent(
     """
     import json, sys, time
     import docker
+    from shinken.sandbox.docker_client import run_container
     from shinken.sandbox.ownership import Owner, labels_for
     from shinken.runtime import make_temp_dir
 
@@ -56,9 +59,9 @@ HOLDER = textwrap.dedent(
     out = {"owner": Owner.current().label(), "containers": [], "images": [], "tempdirs": []}
 
     def run(image, kind):
-        c = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True,
-                                  network_mode="none", cap_drop=["ALL"],
-                                  labels=labels_for(kind, task=cfg["task"], extra=extra))
+        c = run_container(client, image, ["sleep", "infinity"], detach=True, init=True,
+                          network_mode="none", cap_drop=["ALL"],
+                          labels=labels_for(kind, task=cfg["task"], extra=extra))
         out["containers"].append(c.id)
 
     for _ in range(cfg.get("forks", 0)):
@@ -68,7 +71,8 @@ HOLDER = textwrap.dedent(
     for _ in range(cfg.get("servers", 0)):
         run(cfg["base"], "server")
     if cfg.get("golden"):
-        build = client.containers.create(cfg["base"], ["true"], labels=labels_for("build", task=cfg["task"], extra=extra))
+        build = run_container(client, cfg["base"], ["true"], create_only=True,
+                              labels=labels_for("build", task=cfg["task"], extra=extra))
         image = build.commit(repository="shinken-gctest/golden", tag=cfg["label_value"][:12] + "-" + cfg["task"],
                              conf={"Labels": labels_for("golden", task=cfg["task"], extra=extra)})
         build.remove()
@@ -194,8 +198,12 @@ def found_or_reaped(client, found: set[str], expected: set[str], reapable: set[s
 
 
 def make_container(client, scope, labels: dict[str, str] | None, image: str = BASE) -> str:
-    c = client.containers.run(image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
-                              labels={TEST_LABEL: scope["value"], **(labels or {})})
+    """A container with shinken's `labels` (through the Docker door), or None: one a person made
+    (no shinken labels; it removes itself, tests/foreign.py). Either carries the test's scope label."""
+    if labels is None:
+        return run_foreign(client, image, {TEST_LABEL: scope["value"]}).id
+    c = run_container(client, image, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
+                      labels={TEST_LABEL: scope["value"], **labels})
     return c.id
 
 
@@ -203,8 +211,7 @@ def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_clie
     live_proc, live = start_holder(scope, "task-live", forks=2, tempdir=True)
     dead_proc, dead = start_holder(scope, "task-dead", forks=2, pool=1, tempdir=True)
     unlabeled = make_container(docker_client, scope, None)  # only the test's own label
-    untouched_total = docker_client.containers.run(BASE, ["sleep", "infinity"], detach=True, init=True,
-                                                   network_mode="none", labels={TEST_LABEL: scope["value"] + "-x"})
+    untouched_total = run_foreign(docker_client, BASE, {TEST_LABEL: scope["value"] + "-x"})
     try:
         # while both live, nothing is reclaimable
         assert gc_json(scope)["reclaimable"] == []
@@ -253,7 +260,7 @@ def test_killed_holder_is_reclaimed_live_one_and_unlabeled_untouched(docker_clie
 
         assert gc_json(scope)["reclaimable"] == []  # idempotent: nothing left to do
     finally:
-        untouched_total.remove(force=True)
+        remove_foreign(untouched_total)
 
 
 def test_killed_docker_provider_leaves_fork_pool_and_golden(docker_client, scope, tmp_path):
@@ -336,7 +343,8 @@ def test_goldens_only_with_include_goldens_and_never_while_held(docker_client, s
     kill9(dead_proc)
     golden = dead["images"][0]
     # a second golden of the same dead owner, still used by a live process's fork
-    build = docker_client.containers.create(BASE, ["true"], labels={TEST_LABEL: scope["value"]})
+    build = run_container(docker_client, BASE, ["true"], create_only=True,
+                          labels=labels_for("build", extra={TEST_LABEL: scope["value"]}))
     held = build.commit(repository="shinken-gctest/held", tag=scope["value"][:12],
                         conf={"Labels": labels_for("golden", task="held", owner=Owner.parse(dead["owner"]),
                                                    extra={TEST_LABEL: scope["value"]})})
@@ -365,14 +373,14 @@ def test_goldens_only_with_include_goldens_and_never_while_held(docker_client, s
 
 def test_removal_failure_is_reported_with_nonzero_exit(docker_client, scope):
     owner = dead_owner()
-    golden = docker_client.containers.create(BASE, ["true"], labels={TEST_LABEL: scope["value"]})
+    golden = run_container(docker_client, BASE, ["true"], create_only=True,
+                           labels=labels_for("build", extra={TEST_LABEL: scope["value"]}))
     image = golden.commit(repository="shinken-gctest/busy", tag=scope["value"][:12],
                           conf={"Labels": labels_for("golden", task="busy", owner=owner,
                                                      extra={TEST_LABEL: scope["value"]})})
     golden.remove()
     # `docker run <golden>` by someone else: inherits the golden's labels, adds none of its own
-    user_container = docker_client.containers.run(image.id, ["sleep", "infinity"], detach=True, init=True,
-                                                  network_mode="none")
+    user_container = run_foreign(docker_client, image.id)
 
     # default mode: the image is held by a container gc will not remove, so it is not offered
     assert gc_json(scope, "--include-goldens")["reclaimable"] == []
@@ -388,7 +396,7 @@ def test_removal_failure_is_reported_with_nonzero_exit(docker_client, scope):
     assert image.id[:19] in r.stderr or image.id in r.stderr
     assert image_exists(docker_client, image.id)
     assert docker_client.api.inspect_container(user_container.id)["State"]["Running"]
-    user_container.remove(force=True)
+    remove_foreign(user_container)
 
     # the python API reports an item it cannot handle rather than raising
     bogus = gc.Reclaimable(resource="volume", kind="fork", id="0" * 64, task=None, owner=None,
@@ -425,12 +433,12 @@ def test_inherited_labels_do_not_make_a_container_shinkens(docker_client, scope)
     fork = make_container(docker_client, scope, labels_for("server", owner=dead_owner()))
     snap = docker_client.containers.get(fork).commit(repository="shinken-gctest/snap", tag=scope["value"][:12])
     docker_client.api.remove_container(fork, force=True)
-    person = docker_client.containers.run(snap.id, ["sleep", "infinity"], detach=True, init=True, network_mode="none")
+    person = run_foreign(docker_client, snap.id)
     try:
         assert person.id not in ids(gc_json(scope, "--force")["reclaimable"])
         assert exists(docker_client, person.id)
     finally:
-        person.remove(force=True)
+        remove_foreign(person)
         docker_client.api.remove_image(snap.id, force=True)
 
 

@@ -15,6 +15,7 @@ from shinken.errors import ShinkenError
 from shinken.images.build import LABEL_HASH, LABEL_IMAGE, LABEL_PARENT
 from shinken.images.capabilities import get_manifest
 from shinken.images.extra import build_extra, extra_hash, read_fragment
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema
 
@@ -54,7 +55,7 @@ def test_extra_builds_on_the_base_and_is_tagged_by_content_hash(docker_client, l
     assert image.labels[LABEL_HASH] == hello_image.content_hash
     # the sandbox contract survives a fragment that switched USER
     assert image.attrs["Config"]["User"] in ("", "root") and image.attrs["Config"]["Cmd"] == ["sleep", "infinity"]
-    box = docker_client.containers.run(hello_image.tag, detach=True, init=True, network_mode="none",
+    box = run_container(docker_client, hello_image.tag, detach=True, init=True, network_mode="none",
                                        labels=labels_for("build", task="test-image-extra"), cap_drop=["ALL"])
     try:
         rc, out = box.exec_run(["hello"], user="user")

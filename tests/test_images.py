@@ -15,6 +15,7 @@ from shinken.errors import ShinkenError
 from shinken.images import build as images_build
 from shinken.images.build import LABEL_HASH, apt_mirror, build_image, content_hash, ensure_image
 from shinken.images.capabilities import cache_path, get_manifest
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import LABEL_BASE_IMAGE, LABEL_OWNER, Owner, labels_for
 from shinken.schemas import check_with_jsonschema
 from tests.container_exec import run_sandbox
@@ -122,8 +123,8 @@ def test_inspect_missing_image_is_environment_problem():
 
 @pytest.fixture()
 def desktop_container(docker_client, linux_image):
-    container = docker_client.containers.run(
-        linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
+    container = run_container(
+        docker_client, linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
         cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=512, mem_limit="2g",
     )
     try:
@@ -183,8 +184,8 @@ def test_desktop_comes_up_and_zenity_entry_is_accessible(desktop_container):
 
 def test_desktop_up_as_root_runs_the_session_as_user(docker_client, linux_image):
     # root exec is how setup steps run; the session must still belong to `user`
-    container = docker_client.containers.run(
-        linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
+    container = run_container(
+        docker_client, linux_image, detach=True, init=True, network_mode="none", labels=labels_for("build", task="test-images"),
         cap_drop=["ALL"], cap_add=["SETUID", "SETGID", "AUDIT_WRITE"], security_opt=["no-new-privileges"],
         pids_limit=512, mem_limit="2g",
     )
@@ -283,8 +284,8 @@ def test_desktop_up_in_a_fork_of_a_committed_desktop(docker_client, desktop_cont
     assert rc == 0, out
     image = desktop_container.commit(conf={"Labels": labels_for("build", task="test-images")})
     try:
-        fork = docker_client.containers.run(
-            image.id, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
+        fork = run_container(
+            docker_client, image.id, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
             labels=labels_for("fork", task="test-images"), cap_drop=["ALL"], security_opt=["no-new-privileges"],
         )
         try:

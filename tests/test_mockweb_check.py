@@ -13,6 +13,7 @@ from shinken.images.build import _read_ca
 from shinken.mockweb.apps import discover_apps, select_apps
 from shinken.mockweb.build import build_app, ensure_node_image
 from shinken.mockweb.manifest import read_manifest
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import validation_error
 from tests.cli_runner import CliResult, run_cli
@@ -54,7 +55,7 @@ def test_a_lockfile_naming_an_unreachable_host_builds_from_the_configured_regist
 def test_the_hub_node_image_runs_node_20_19_or_newer(docker_client) -> None:
     """Vite 7 and 8 (locked by about ten of the public hub's apps) refuse Node < 20.19."""
     node_tag, _, _ = ensure_node_image(docker_client)
-    out = docker_client.containers.run(node_tag, ["node", "-p", "process.versions.node"], remove=True,
+    out = run_container(docker_client, node_tag, ["node", "-p", "process.versions.node"], remove=True,
                                        network_mode="none", labels=labels_for("build", task="test-node")).decode().strip()
     major, minor = (int(x) for x in out.split(".")[:2])
     assert (major, minor) >= (20, 19), out

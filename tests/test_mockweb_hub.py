@@ -30,6 +30,7 @@ from shinken.mockweb.materialize import hub_url_map
 from shinken.mockweb.session import RECORD_PATH, SID_FILE, WebSession
 from shinken.mockweb.state_api import StateClient
 from shinken.sandbox.docker_provider import DockerProvider
+from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import validation_error
 
@@ -260,9 +261,9 @@ def test_a_web_fork_reaches_the_hub_and_nothing_else(web_run, demo_root: Path) -
     host_srv = ThreadingHTTPServer(("0.0.0.0", 0), _Hello)  # a host service on every address
     threading.Thread(target=host_srv.serve_forever, daemon=True).start()
     port = host_srv.server_address[1]
-    other = api.create_container(web_run["image"], command=["python3", "-m", "http.server", "8080"],
-                                 labels=labels_for("build", run=web_run["run_id"], task="test-other-bridge"),
-                                 host_config=api.create_host_config(network_mode="bridge"))["Id"]
+    other = create_container(api, web_run["image"], command=["python3", "-m", "http.server", "8080"],
+                             labels=labels_for("build", run=web_run["run_id"], task="test-other-bridge"),
+                             host_config=api.create_host_config(network_mode="bridge"))
     try:
         api.start(other)
         bridge = api.inspect_container(other)["NetworkSettings"]["Networks"]["bridge"]

@@ -26,6 +26,7 @@ from shinken.images.build import _read_ca
 from shinken.mockweb.apps import discover_apps, select_apps
 from shinken.mockweb.build import build_app, ensure_node_image
 from shinken.mockweb.registry import npm_config
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 from tests.hub_standins import _copy
 
@@ -162,7 +163,7 @@ def _check_build(docker_client, built, registry: _Registry, token: str, lines: l
 
     # The package is in the app, the token nowhere: log, progress, image config and history, files.
     api = docker_client.api
-    out = docker_client.containers.run(built.tag, ["sh", "-c", "cat /hub/apps/acme/dist/assets/*.js"],
+    out = run_container(docker_client, built.tag, ["sh", "-c", "cat /hub/apps/acme/dist/assets/*.js"],
                                        remove=True, network_mode="none", labels=labels_for("build", task="test-npmrc"))
     assert GREETING.encode() in out
     assert token not in log and not any(token in ln for ln in lines)
@@ -173,7 +174,7 @@ def _check_build(docker_client, built, registry: _Registry, token: str, lines: l
     assert not list(Path("/tmp").glob("shinken-npmrc-*/npmrc")) or all(
         token not in p.read_text() for p in Path("/tmp").glob("shinken-npmrc-*/npmrc"))
     # The lockfile copy in the image names the scope's registry for the scoped package.
-    lock = json.loads(docker_client.containers.run(built.tag, ["cat", "/hub/apps/acme/package-lock.json"],
+    lock = json.loads(run_container(docker_client, built.tag, ["cat", "/hub/apps/acme/package-lock.json"],
                                                    remove=True, network_mode="none",
                                                    labels=labels_for("build", task="test-npmrc")))
     assert lock["packages"]["node_modules/@acme/greet"]["resolved"] == f"{registry.url}@acme/greet/-/greet-1.0.0.tgz"
@@ -184,7 +185,7 @@ def _files_holding(client, ref: str, needle: str, tmp_path: Path) -> list[str]:
     (grep in a container of the image; the needle comes in a mounted file, not the command line)."""
     probe = Path(tempfile.mkdtemp(dir=tmp_path, prefix="probe-"))
     (probe / "needle").write_text(needle + "\n")
-    out = client.containers.run(ref, ["sh", "-c", "grep -rlsF -f /probe/needle / --exclude-dir=proc --exclude-dir=sys "
+    out = run_container(client, ref, ["sh", "-c", "grep -rlsF -f /probe/needle / --exclude-dir=proc --exclude-dir=sys "
                                       "--exclude-dir=dev --exclude-dir=probe; echo exit=$?"],
                                 remove=True, network_mode="none", volumes={str(probe): {"bind": "/probe", "mode": "ro"}},
                                 labels=labels_for("build", task="test-npmrc"))

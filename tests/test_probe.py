@@ -15,6 +15,7 @@ import pytest
 from shinken.errors import InternalError, ShinkenError
 from shinken.probes.receipts import ReceiptLog, read_lines
 from shinken.probes.rollouts import load_rollouts
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema
 from tests.cli_runner import CliResult, run_cli
@@ -760,8 +761,8 @@ def test_image_is_resolved_once_even_when_the_tag_moves(sandbox_image: str, dock
     ref = f"{repo}:{tag}"
     first = docker_client.images.get(sandbox_image).id
     docker_client.api.tag(first, repo, tag)
-    box = docker_client.containers.create(first, ["true"], labels=labels_for("build", task="test-retag",
-                                                                           extra={"shinken-test": tag}))
+    box = run_container(docker_client, first, ["true"], create_only=True,
+                        labels=labels_for("build", task="test-retag", extra={"shinken-test": tag}))
     second = box.commit(repository="shinken-test/retag-other", tag=tag, conf={"Labels": {"shinken-test": tag}}).id
     box.remove()
     assert second != first

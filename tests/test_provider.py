@@ -16,6 +16,7 @@ import pytest
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
 from shinken.provider.sandboxes import CreateFailed, NotReady, Request, SandboxHost, check_request_paths
 from shinken import reclaim
+from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import (LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, LABEL_OWNER, LABEL_RUN,
                                        labels_for)
 
@@ -252,8 +253,8 @@ def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker
         engine.end("borrowed")
         engine.close()
     # owned (gc's once this process is gone), but neither a provider sandbox nor a task fork
-    stranger = docker_client.api.create_container(linux_image, "sleep 60",
-                                                  labels=labels_for("build", task="test-stranger"))["Id"]
+    stranger = create_container(docker_client.api, linux_image, command="sleep 60",
+                                labels=labels_for("build", task="test-stranger"))
     try:
         with pytest.raises(CreateFailed, match="not a shinken provider sandbox or task fork"):
             host.attach({"sandbox_id": stranger})

@@ -19,6 +19,7 @@ import pytest
 
 from shinken.sandbox.api import StartStateError
 from shinken.sandbox.desktop import DesktopRecord, Observed, Root, Window, differences
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.ownership import labels_for
 from shinken.schemas import check_with_jsonschema, load_schema
 from shinken.tiers import TIER_VALUES, Tier, parse_tier, probe_tiers, serving_tier
@@ -211,7 +212,7 @@ def test_golden_own_computer_is_the_start_state(cua, tmp_path, docker_client) ->
                 assert "cannot access '/tmp/.shinken-hidden'" in files.output  # put back, folder removed
                 assert own.run_reward(bundle).reward == 0.0
             # The image holds them moved aside (X lock and socket, session env, boot status, ...).
-            image_files = docker_client.containers.run(golden.image_id, ["bash", "-c",
+            image_files = run_container(docker_client, golden.image_id, ["bash", "-c",
                                                        "ls -A /tmp/.shinken-hidden | wc -l; "
                                                        "test -e /tmp/shinken-session.env && echo session || echo none"],
                                                        remove=True, network_mode="none",
@@ -234,7 +235,7 @@ def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua
 
     golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
     # The golden holds what the killed Calc left: its profile lock and its crash-recovery entry.
-    listing = docker_client.containers.run(golden_tag, ["bash", "-c",
+    listing = run_container(docker_client, golden_tag, ["bash", "-c",
                                            "ls /home/user/.config/libreoffice/4/.lock && grep -c RecoveryList "
                                            "/home/user/.config/libreoffice/4/user/registrymodifications.xcu"],
                                            remove=True, network_mode="none",
@@ -266,7 +267,7 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
 
     golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
     original = docker_client.images.get(golden_tag)
-    c = docker_client.containers.run(original.id, ["rm", "-f", "/home/user/expenses.xlsx"], detach=True,
+    c = run_container(docker_client, original.id, ["rm", "-f", "/home/user/expenses.xlsx"], detach=True,
                                      network_mode="none", labels=labels_for("build", task="test-tamper"))
     c.wait(timeout=60)
     repo, tag = golden_tag.split(":")
@@ -298,7 +299,7 @@ def test_guest_desktop_wait_reports_what_failed(cua, docker_client) -> None:
     from shinken.sandbox.docker_provider import DockerProvider
 
     p = DockerProvider(docker_client, run_id="test-wait-" + uuid.uuid4().hex[:8])
-    cid = start_container(p.api, p.resolve_image(cua), {"shinken.kind": "fork", "shinken.run": p.run_id},
+    cid = start_container(p.api, p.resolve_image(cua), labels_for("fork", run=p.run_id),
                           p._host_config(False), desktop=False)  # no desktop boots in it
     box = Container(p.api, cid, UserIds(1000, 1000), False)
     try:
@@ -328,7 +329,7 @@ def test_guest_desktop_wait_reports_what_failed(cua, docker_client) -> None:
         assert (doc["uid"], doc["gid"]) == (1000, 1000)
     finally:
         remove_container(p.api, cid)
-    bare = docker_client.containers.run("shinken/base-bookworm:latest", ["sleep", "infinity"], detach=True,
+    bare = run_container(docker_client, "shinken/base-bookworm:latest", ["sleep", "infinity"], detach=True,
                                         network_mode="none", labels=labels_for("build", task="test-no-user"))
     try:
         with pytest.raises(SetupError, match="no user `user`"):
