@@ -133,7 +133,8 @@ class DesktopRecord:
 
     def restore_arg(self) -> str:
         """The record as the guest's `restore --record` wants it (roots + the signature to wait for)."""
-        return json.dumps({"roots": [r.to_json() for r in self.roots], **self.signature()}, separators=(",", ":"))
+        return json.dumps({"roots": [r.to_json() for r in self.roots], **self.signature(), "busy": self.busy},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, doc: Any) -> "DesktopRecord":
@@ -171,7 +172,7 @@ class Observed:
         wins = tuple(sorted((Window(str(w.get("app", "")), str(w.get("role", "")), str(w.get("title", "")))
                              for w in doc.get("windows") or [] if isinstance(w, dict)),
                             key=lambda w: (w.app, w.role, w.title)))
-        timings = {k: float(doc[k]) for k in ("desktop_s", "clean_s", "launch_s", "wait_s", "first_window_s")
+        timings = {k: float(doc[k]) for k in ("desktop_s", "clean_s", "launch_s", "wait_s", "first_window_s", "settle_s")
                    if isinstance(doc.get(k), (int, float))}
         return cls(windows=wins, active=doc.get("active"), dead=tuple(doc.get("dead") or ()),
                    errors=tuple(doc.get("errors") or ()), timings=timings)

@@ -45,7 +45,8 @@ class DockerFork(Container):
         self.web_sid: str | None = None  # this fork's own hub sid (mock web tasks)
         self.tier: Tier | None = None  # how this computer was made to show the start state
         # Where making it took its time: container_s, desktop_s, then the relaunch's clean_s,
-        # launch_s and wait_s (first_window_s of it until any window showed), or setup_s.
+        # launch_s and wait_s (first_window_s of it until any window showed; settle_s of it from the
+        # golden's windows showing to the relaunched apps going idle), or setup_s.
         self.start_timings: dict[str, float] = {}
 
     def reset_web_state(self) -> list[str]:

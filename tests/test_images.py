@@ -170,6 +170,15 @@ def test_desktop_comes_up_and_zenity_entry_is_accessible(desktop_container):
     assert w > 0 and h > 0 and 0 <= x < 1920 and 0 <= y < 1080
     assert entry["parent"] and entry["path"].startswith(entry["parent"] + "/")
 
+    # out of time before the first element (a busy machine): the applications and their windows are
+    # listed all the same, nothing below them, and the dump says it was cut
+    rc, out = _exec(c, "shinken-a11y-dump --max-seconds 0")
+    assert rc == 0, out
+    cut = json.loads(out)
+    app = next(n for n in cut["nodes"] if n["role"] == "application" and n["name"] == "zenity")
+    assert [n for n in cut["nodes"] if n["parent"] == app["path"] and n["role"] in ("dialog", "frame")], cut["nodes"]
+    assert cut["truncated"] is True and all(n["path"].count("/") <= 1 for n in cut["nodes"]), cut["nodes"]
+
     # typing into the focused entry shows up in the a11y value: input and a11y see the same widget
     rc, out = _exec(c, ". /tmp/shinken-session.env && xdotool type --delay 5 'ada'")
     assert rc == 0, out

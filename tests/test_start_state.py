@@ -183,6 +183,8 @@ def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, 
         gen = eng.seed("pooled", CALC, tier="relaunch")
         entry = eng._goldens[CALC]
         assert entry.pool_tier is Tier.RELAUNCH
+        # handed out once Calc was idle with the golden's windows, not at their first showing
+        assert eng._sessions["pooled"].fork.start_timings["settle_s"] >= 1.0
         tree = eng.tool("pooled", gen, "computer_observe", {"mode": "tree"})
         assert CALC_WINDOW.title in tree
         eng.end("pooled")
