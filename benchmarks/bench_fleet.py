@@ -51,10 +51,12 @@ DEMO = Path(__file__).resolve().parent.parent / "demo"
 
 
 def make_task(root: Path, tid: str, src: str = "hello-file") -> str:
+    """A copy of a demo task under the id `tid` (its own golden)."""
     shutil.copytree(DEMO / src, root / tid)
-    cfg = json.loads((root / tid / "config.json").read_text())
+    doc = root / tid / ("task.json" if (root / tid / "task.json").is_file() else "config.json")
+    cfg = json.loads(doc.read_text())
     cfg["id"] = tid
-    (root / tid / "config.json").write_text(json.dumps(cfg))
+    doc.write_text(json.dumps(cfg))
     return tid
 
 
@@ -510,8 +512,9 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
     Rated load: a pool makes `parallel` computers at once, so it refills a group of N in
     ceil(N / parallel) x make time; the rated period is that divided by `utilisation` (2/3: the
     refills take two thirds of the time between groups), re-read before each group from the
-    pool's recent worst make time (the slowest of its last 8: the machine's load moves it). Above: the same at half the period
-    (twice the rate, utilisation 4/3: the refills cannot keep up)."""
+    pool's recent worst make time (the slowest of its last 8: the machine's load moves it). Above:
+    half the period on the pool's mean make time (utilisation 4/3 of what the host refills on
+    average: the refills cannot keep up, whatever an outlier did to the worst make)."""
     import dataclasses
     import math
 
@@ -601,7 +604,9 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
         nxt = time.perf_counter()
         for k in range(n):
             w = eng.pool_targets().get(bundle.id, {})
-            make_s = w.get("make_s_max") or w.get("make_s") or 3.0  # the recent worst make: the load moves it
+            # rated: on the recent worst make (the load moves it); above: on the mean make, so that
+            # twice the rate is above what the host refills even when the worst make was an outlier
+            make_s = (w.get("make_s_max") if factor >= 1 else w.get("make_s")) or w.get("make_s") or 3.0
             period = max(min_period_s, math.ceil(group / parallel) * make_s / utilisation * factor)
             periods.append(round(period, 1))
             delay = nxt - time.perf_counter()
