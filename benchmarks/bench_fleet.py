@@ -50,11 +50,13 @@ from benchmarks.timing import pct  # noqa: E402
 DEMO = Path(__file__).resolve().parent.parent / "demo"
 
 
-def make_task(root: Path, tid: str) -> str:
-    shutil.copytree(DEMO / "hello-file", root / tid)
-    cfg = json.loads((root / tid / "config.json").read_text())
+def make_task(root: Path, tid: str, src: str = "hello-file") -> str:
+    """A copy of a demo task under the id `tid` (its own golden)."""
+    shutil.copytree(DEMO / src, root / tid)
+    doc = root / tid / ("task.json" if (root / tid / "task.json").is_file() else "config.json")
+    cfg = json.loads(doc.read_text())
     cfg["id"] = tid
-    (root / tid / "config.json").write_text(json.dumps(cfg))
+    doc.write_text(json.dumps(cfg))
     return tid
 
 
@@ -223,7 +225,8 @@ def seed_rate(sim: SimFleet, root: Path, image: str, hosts: int, per_host: int, 
             "load1": [round(load0, 1), round(os.getloadavg()[0], 1)]}
 
 
-def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3) -> dict:
+def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3, *, source: str = "h1",
+                           target: str = "h2", src_task: str = "hello-file", image: str = "") -> dict:
     """A golden on a host that lacks it, through the agents' own path (fleet/golden_copy.py), in
     `pairs` interleaved pairs: task A's golden built on h1, which pushes it to the registry, then A's
     first seed on h2 (copied: pulled from the registry); task B's first seed on h2, which the
@@ -234,7 +237,7 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3)
     from shinken.fleet.nodes import bundle_payload
 
     ray = cluster.connect(sim.address)
-    h1, h2 = cluster.find_agent(ray, "h1"), cluster.find_agent(ray, "h2")
+    h1, h2 = cluster.find_agent(ray, source), cluster.find_agent(ray, target)
 
     def seed(agent, session: str, bundle) -> dict:
         ray.get(agent.add_task.remote(bundle_payload(bundle)), timeout=120)
@@ -248,8 +251,8 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3)
 
     rows = []
     for k in range(pairs):
-        a = load_bundle(root / make_task(root, f"bench-copy-{salt}-{k}"))
-        b = load_bundle(root / make_task(root, f"bench-rebuild-{salt}-{k}"))
+        a = load_bundle(root / make_task(root, f"bench-copy-{salt}-{k}", src_task))
+        b = load_bundle(root / make_task(root, f"bench-rebuild-{salt}-{k}", src_task))
         source = seed(h1, f"bench-src-{k}", a)
         deadline = time.monotonic() + 300
         while a.id not in ray.get(h1.info.remote(), timeout=60).get("pushed", []):
@@ -262,9 +265,9 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3)
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     cp = [r["copied_on_h2"]["golden_s"] for r in rows if r["copied_on_h2"].get("golden") == "copied"]
     bl = [r["built_on_h2"]["golden_s"] for r in rows if r["built_on_h2"].get("golden") == "built"]
-    c = sim.engine("h2").client()
+    c = sim.engine(target).client()
     goldens = c.images.list(filters={"label": ["shinken.kind=golden", f"shinken.task=bench-copy-{salt}-0"]})
-    layer = (goldens[0].attrs["Size"] - c.images.get(sim.image).attrs["Size"]) if goldens else None
+    layer = (goldens[0].attrs["Size"] - c.images.get(image or sim.image).attrs["Size"]) if goldens else None
     c.close()
     info = ray.get(h2.info.remote(), timeout=60)
     return {"pairs": rows, "copied_golden_s": cp, "built_golden_s": bl,
@@ -293,6 +296,48 @@ def golden_stage(args: argparse.Namespace) -> dict:
         for eng in engines:
             sim.join(eng, args.image)
         return golden_copy_vs_rebuild(sim, root, uuid.uuid4().hex[:8], args.pairs)
+    finally:
+        sim.stop()
+        remove_cgroups(sim)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def golden_desktop_stage(args: argparse.Namespace) -> dict:
+    """Golden copy vs rebuild for desktop tasks (the desktop image): the machine's engine as host
+    h0 (it holds the desktop image; its agent builds each golden and pushes it), one private
+    dockerd h1 with an empty data root (the image loaded into it), a registry in a temporary
+    folder. Nothing persists: the registry, h1's data root and the goldens go at the end."""
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    sim = SimFleet(extra=0, slots=2)  # no cache: the desktop image's layers must not stay on the disk
+    sim.image = args.cua_image  # type: ignore[attr-defined]
+    root = Path(tempfile.mkdtemp(prefix="bench-golden-desktop-"))
+    out: dict = {"image": args.cua_image}
+    try:
+        sim.start_registry()
+        h1 = start_host_engine(sim, 1, fresh=True)
+        sim.start_head()
+        os.environ.update(sim.env)
+        t0 = time.perf_counter()
+        r = sim.shinken("image", "push", args.cua_image, "--registry", sim.registry, "--json", timeout=3600)
+        assert r.returncode == 0, r.stderr
+        out["push_s"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        sim.preload(h1, args.cua_image)
+        out["load_into_h1_s"] = round(time.perf_counter() - t0, 1)
+        from fleet_harness import RAY_ARGS
+
+        for eng in (sim.engines[0], h1):  # fixed-size (no) pools: the seeds' own makes only
+            j = sim.shinken("fleet", "join", "--address", sim.address, "--name", eng.name, "--slots", "2",
+                            "--registry", sim.registry, "--image", args.cua_image, "--num-cpus", "2",
+                            "--no-demand-pools", "--json", docker_host=eng.host,
+                            env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
+            assert j.returncode == 0, j.stderr
+        out["tasks"] = {}
+        for src in args.golden_tasks.split(","):
+            out["tasks"][src] = golden_copy_vs_rebuild(sim, root, uuid.uuid4().hex[:8], args.pairs, source="h0",
+                                                       target="h1", src_task=src, image=args.cua_image)
+            print(json.dumps({src: out["tasks"][src]}), file=sys.stderr, flush=True)
+        return out
     finally:
         sim.stop()
         remove_cgroups(sim)
@@ -448,13 +493,175 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _summary(lat: list[float]) -> dict:
+    return {"seeds": len(lat), "p50_s": round(pct(lat, 0.5), 2) if lat else None,
+            "p99_s": round(pct(lat, 0.99), 2) if lat else None, "max_s": round(max(lat), 2) if lat else None}
+
+
+def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: int, utilisation: float = 2 / 3,
+               min_period_s: float = 0.8, fill_timeout_s: float = 900.0) -> dict:
+    """Seed latency at a tier's rated load with demand-sized pools, and at twice that rate.
+
+    One host agent (HostAgent, in this process, on the machine's Docker engine; the router's added
+    latency is measured separately) with demand pools. GRPO-shaped demand: groups of `group` seeds
+    of one task at once, open loop (a group every `period` seconds whatever the earlier ones do),
+    each rollout held 0.8 x period, then ended. The first group meets no history (the golden's
+    build, computers made on demand; its pool then pre-warms `group`); it is reported apart, and the
+    pool's make time is measured as it fills.
+
+    Rated load: a pool makes `parallel` computers at once, so it refills a group of N in
+    ceil(N / parallel) x make time; the rated period is that divided by `utilisation` (2/3: the
+    refills take two thirds of the time between groups), re-read before each group from the
+    pool's recent worst make time (the slowest of its last 8: the machine's load moves it). Above:
+    half the period on the pool's mean make time (utilisation 4/3 of what the host refills on
+    average: the refills cannot keep up, whatever an outlier did to the worst make)."""
+    import dataclasses
+    import math
+
+    import docker as docker_sdk
+
+    from shinken.bundles.loader import load_bundle
+    from shinken.fleet.agent import HostAgent
+    from shinken.fleet.nodes import bundle_payload
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from desktop_demos import salted_copy
+
+    root = Path(tempfile.mkdtemp(prefix=f"bench-rated-{tier}-"))
+    tid = TIER_TASKS[tier]
+    salted_copy(root, [tid], Path(__file__).resolve().parent.parent)
+    bundle = load_bundle(root / tid)
+    # Slots: the live groups (a group's rollouts overlap the next group's seeds for a moment) and the
+    # warm computers Little's law asks for at twice the rated rate; the resident count is measured.
+    slots = 3 * group + 4
+    agent = HostAgent(f"rated-{tier}", slots, image, accept_filesystem=False, demand_pools=True)
+    eng = agent.engine
+    assert eng.demand is not None
+    # groups here arrive at once: a group gap shorter than the shortest period keeps groups apart
+    eng.demand.policy = dataclasses.replace(eng.demand.policy, group_gap_s=0.5)
+    parallel = eng.demand.policy.parallel
+    client = docker_sdk.from_env()
+    agent.add_task(bundle_payload(bundle))
+    failures: list[str] = []
+    resident_max = [0]
+    stop = threading.Event()
+    lock = threading.Lock()
+    live = [0]
+
+    def watch() -> None:  # desktops resident on the host: live rollouts + ready + being made
+        while not stop.wait(0.5):
+            w = eng.pool_targets().get(bundle.id, {})
+            with lock:
+                resident_max[0] = max(resident_max[0], live[0] + w.get("ready", 0) + w.get("making", 0))
+
+    def seed_one(sid: str, lat: list[float], idx: int, hits: list[bool]) -> str | None:
+        t0 = time.perf_counter()
+        a: dict = {}
+        for _ in range(3):  # a golden build whose desktop did not come up (seen at load 40+) is retried
+            a = agent.seed(sid, bundle.id, bundle.path.name, bundle.bundle_hash, tier)
+            if "error" not in a:
+                hits[idx] = a["timing"].get("computer") == "pool"
+                break
+            failures.append(f"{sid}: {a['error']}: {a['detail'][:200]}")
+        lat[idx] = time.perf_counter() - t0
+        if "error" in a:
+            return None
+        with lock:
+            live[0] += 1
+        return a["generation"]
+
+    def run_group(name: str, hold_s: float) -> dict:
+        w0 = eng.pool_targets().get(bundle.id, {})
+        lat = [0.0] * group
+        hits = [False] * group
+        gens: list[str | None] = [None] * group
+        ts = [threading.Thread(target=lambda i=i: gens.__setitem__(i, seed_one(f"{name}-{i}", lat, i, hits)))
+              for i in range(group)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+
+        def end_later() -> None:
+            time.sleep(hold_s)
+            for i, g in enumerate(gens):
+                if g is not None:
+                    agent.end(f"{name}-{i}", g)
+                    with lock:
+                        live[0] -= 1
+
+        threading.Thread(target=end_later, daemon=True).start()
+        row = {"group": name, "seed_s": [round(x, 2) for x in lat], "from_pool": sum(hits), "ready_before": w0.get("ready"),
+               "target_before": w0.get("size"), "make_s": w0.get("make_s"), "make_s_max": w0.get("make_s_max"), "load1": round(os.getloadavg()[0], 1),
+               "ok": sum(g is not None for g in gens)}
+        print(json.dumps({"tier": tier, **row}), file=sys.stderr, flush=True)
+        return row
+
+    def phase(name: str, n: int, factor: float) -> dict:
+        rows: list[dict] = []
+        periods: list[float] = []
+        workers: list[threading.Thread] = []
+        nxt = time.perf_counter()
+        for k in range(n):
+            w = eng.pool_targets().get(bundle.id, {})
+            # rated: on the recent worst make (the load moves it); above: on the mean make, so that
+            # twice the rate is above what the host refills even when the worst make was an outlier
+            make_s = (w.get("make_s_max") if factor >= 1 else w.get("make_s")) or w.get("make_s") or 3.0
+            period = max(min_period_s, math.ceil(group / parallel) * make_s / utilisation * factor)
+            periods.append(round(period, 1))
+            delay = nxt - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            th = threading.Thread(target=lambda k=k, p=period: rows.append(run_group(f"{name}{k}", 0.8 * p)))
+            th.start()
+            workers.append(th)
+            nxt += period
+        for th in workers:
+            th.join()
+        lat = [x for r in rows for x in r["seed_s"]]
+        return {**_summary(lat), "from_pool": sum(r["from_pool"] for r in rows),
+                "periods_s": periods, "rate_per_min": [round(60 * group / p, 2) for p in periods],
+                "make_s": sorted({r["make_s"] for r in rows if r["make_s"]}),
+                "load1": [min(r["load1"] for r in rows), max(r["load1"] for r in rows)], "rows": rows}
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        t0 = time.perf_counter()
+        cold = run_group("cold", 0.0)
+        deadline = time.perf_counter() + fill_timeout_s
+        while time.perf_counter() < deadline:  # the first group pre-warms its size: the pool's make time
+            w = eng.pool_targets().get(bundle.id, {})
+            if w.get("ready", 0) >= group and w.get("make_s"):
+                break
+            time.sleep(1)
+        prewarm = eng.pool_targets().get(bundle.id, {})
+        prewarm_s = time.perf_counter() - t0
+        rated = phase("rated", groups, 1.0)
+        time.sleep(2)
+        above = phase("above", groups_above, 0.5)
+        time.sleep(1)
+        cids = [c["Id"] for c in client.api.containers(filters={"label": [f"shinken.task={bundle.id}"]})][:2]
+        costs = [container_costs(client, c) for c in cids]
+        return {"tier": tier, "task": bundle.id, "group": group, "parallel": parallel, "slots": slots,
+                "utilisation_rated": round(utilisation, 2), "cold": cold, "prewarm": prewarm,
+                "prewarm_s": round(prewarm_s, 1), "rated": rated, "above": above,
+                "resident_max": resident_max[0], "desktop_costs": costs, "seed_failures": failures,
+                "final_pool": eng.pool_targets().get(bundle.id, {})}
+    finally:
+        stop.set()
+        agent.close()
+        client.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _images(args: argparse.Namespace) -> None:
     """The images of the current sources (built once, cached by content hash), unless named."""
     from shinken.images.build import build_image
 
     if not args.image:
         args.image = build_image("linux").tag
-    if "tiers" in args.stages and not args.cua_image:
+    if args.stages & {"tiers", "rated", "golden-desktop"} and not args.cua_image:
         args.cua_image = build_image("cua").tag
 
 
@@ -464,13 +671,17 @@ def main() -> None:
                     help="router (overhead alone, on this machine's engine), fleet (router, scaling, images, goldens), "
                     "golden (only the golden copy vs rebuild, on 2 hosts), tiers")
     ap.add_argument("--pairs", type=int, default=3, help="copy/rebuild pairs of the golden measurement")
+    ap.add_argument("--golden-tasks", default="2d4740ff-ab49-5d11-9acc-ba0c7687d012,ced142d7-fb36-55fc-b1c5-2a60c026e7d0",
+                    help="stage golden-desktop: demo desktop tasks (default: the Writer dialog task, Calc)")
     ap.add_argument("--image", default="", help="the fleet's task image (default: shinken/sandbox-linux of these sources)")
     ap.add_argument("--cua-image", default="", help="the desktop image of the tier runs (default: shinken/sandbox-cua)")
     ap.add_argument("--calls", type=int, default=400, help="pairs of tool calls per kind in the router overhead")
     ap.add_argument("--seeds", type=int, default=10, help="seeds per host in the scaling runs")
     ap.add_argument("--per-host", type=int, default=2)
     ap.add_argument("--tiers", default="snapshot,relaunch,reprovision")
-    ap.add_argument("--group", type=int, default=4, help="GRPO group size of the tier runs (rated load per host)")
+    ap.add_argument("--group", default="4", help="GRPO group size of the tier runs (stage rated: one per tier, comma-separated)")
+    ap.add_argument("--groups", type=int, default=10, help="stage rated: groups at the rated rate")
+    ap.add_argument("--groups-above", type=int, default=6, help="stage rated: groups at twice the rated rate")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--hold", type=float, default=40.0, help="seconds each tier-run rollout is held")
     ap.add_argument("--out", default="", help="also write the results (JSON) here")
@@ -486,16 +697,27 @@ def main() -> None:
         out["fleet"] = fleet_stage(args)
     elif "golden" in args.stages:
         out["golden"] = golden_stage(args)
+    if "golden-desktop" in args.stages:  # the same for desktop tasks on the desktop image
+        out["golden_desktop"] = golden_desktop_stage(args)
+    if "rated" in args.stages:  # seed latency per tier at its rated load and at twice it
+        out["rated"] = {}
+        groups = [int(g) for g in str(args.group).split(",")]
+        for i, tier in enumerate(args.tiers.split(",")):
+            out["rated"][tier] = tier_rated(args.cua_image, tier, group=groups[min(i, len(groups) - 1)],
+                                            groups=args.groups, groups_above=args.groups_above)
+            print(json.dumps({k: v for k, v in out["rated"][tier].items()}), file=sys.stderr, flush=True)
+            if args.out:
+                Path(args.out).write_text(json.dumps(out, indent=2))
     if "tiers" in args.stages:
         out["tiers"] = {}
         for tier in args.tiers.split(","):
-            out["tiers"][tier] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
-                                            hold_s=args.hold, slots=2 * args.group, idle_s=args.idle)
+            out["tiers"][tier] = tier_seeds(args.cua_image, tier, group=int(args.group), steps=args.steps,
+                                            hold_s=args.hold, slots=2 * int(args.group), idle_s=args.idle)
             print(json.dumps({k: v for k, v in out["tiers"][tier].items() if k != "rows"}), file=sys.stderr, flush=True)
             if args.without_pools:  # same host, same golden (built above), no warm computers
                 key = f"{tier}_without_pools"
-                out["tiers"][key] = tier_seeds(args.cua_image, tier, group=args.group, steps=args.steps,
-                                               hold_s=args.hold, slots=2 * args.group, pools=False)
+                out["tiers"][key] = tier_seeds(args.cua_image, tier, group=int(args.group), steps=args.steps,
+                                               hold_s=args.hold, slots=2 * int(args.group), pools=False)
                 print(json.dumps({k: v for k, v in out["tiers"][key].items() if k != "rows"}), file=sys.stderr, flush=True)
     out["load_at_end"] = os.getloadavg()
     text = json.dumps(out, indent=2)

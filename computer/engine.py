@@ -170,8 +170,8 @@ class ComputerEngine:
         # Demand-sized pools (computer/demand.py) instead of pool_size per golden: sized from the
         # seeds observed, all together within warm_budget() (a fleet host: its free slots) and the
         # memory the machine has for desktops of desktop_mib each. demand_pools: with the default policy
-        # (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS).
-        if demand is None and demand_pools:
+        # (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS). A fixed pool_size > 0 wins.
+        if demand is None and demand_pools and self.pool_size == 0:
             demand = DemandPolicy()
         self.demand = DemandSizer(demand) if demand is not None else None
         self.warm_budget = warm_budget
@@ -480,11 +480,15 @@ class ComputerEngine:
     def serving_tier(self, golden: Golden, requested: Tier | str | None) -> Tier:
         return serving_tier(requested, needs_relaunch=golden.needs_relaunch, accept_filesystem=self.accept_filesystem)
 
-    def _computer(self, entry: _GoldenEntry, tier: Tier, *, pooled: bool = True) -> Fork:
+    def _computer(self, entry: _GoldenEntry, tier: Tier, *, pooled: bool = True,
+                  timing: dict[str, Any] | None = None) -> Fork:
         """A computer showing the start state at `tier` (a pooled one was checked when it was
-        made); StartStateError when it does not."""
+        made); StartStateError when it does not. `timing["computer"]`: "pool" or "made"."""
+        timing = {} if timing is None else timing
+        timing["computer"] = "made"
         if pooled and entry.pool is not None and entry.pool_tier is tier:
             if self.demand is None:
+                timing["computer"] = "pool"
                 return entry.pool.acquire()
             # A demand pool: a ready computer, or one being made now (no longer than a cold start
             # would take), else this seed makes its own.
@@ -492,6 +496,7 @@ class ComputerEngine:
             with self._lock:
                 self.stats["pool_hits" if ready is not None else "pool_misses"] += 1
             if ready is not None:
+                timing["computer"] = "pool"
                 return ready
         if tier is Tier.REPROVISION:
             return self.provider.provision(entry.bundle, entry.golden)
@@ -531,11 +536,11 @@ class ComputerEngine:
                 fork: Fork | None
                 try:
                     try:
-                        fork = self._computer(entry, use)
+                        fork = self._computer(entry, use, timing=timing)
                     except StartStateError as first:
                         log.warning("task %s: %s; trying a fresh computer", task_id, first)
                         try:
-                            fork = self._computer(entry, use, pooled=False)
+                            fork = self._computer(entry, use, pooled=False, timing=timing)
                         except StartStateError as exc:
                             fork, mismatch = None, exc
                 except BaseException:
@@ -734,7 +739,8 @@ class ComputerEngine:
             pools = {t: e.pool for t, e in self._goldens.items() if e.pool is not None}
             demand = self.demand.snapshot(now)
         return {t: {"size": p.size, "ready": p.ready, "making": p.making,
-                    "make_s": round(p.make_s, 2) if p.make_s else None, **demand.get(t, {})}
+                    "make_s": round(p.make_s, 2) if p.make_s else None,
+                    "make_s_max": round(p.make_s_max, 2) if p.make_s_max else None, **demand.get(t, {})}
                 for t, p in pools.items()}
 
     def _size_pools(self) -> None:
@@ -754,7 +760,9 @@ class ComputerEngine:
         if self.warm_budget is not None:
             budget = min(budget, max(0, int(self.warm_budget())))
         with self._lock:
-            targets = self.demand.targets({t: p.make_s for t, p in pools.items()}, now, budget)
+            # Little's law on the recent worst make time: the load moves it, and a pool sized on its
+            # mean falls behind whenever a make is slower than the mean.
+            targets = self.demand.targets({t: p.make_s_max for t, p in pools.items()}, now, budget)
         for t, p in pools.items():
             p.resize(targets.get(t, 0))
 

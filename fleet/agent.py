@@ -43,7 +43,7 @@ class HostAgent:
 
     def __init__(self, host: str, slots: int, image: str, *, pool_size: int = 0, accept_filesystem: bool = True,
                  idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
-                 hub_image: str | None = None, engine_factory: Any = None, demand_pools: bool = False,
+                 hub_image: str | None = None, engine_factory: Any = None, demand_pools: bool | None = None,
                  desktop_mib: float = 600.0, registry: str | None = None) -> None:
         from shinken.computer.engine import ComputerEngine
         from shinken.runtime import make_temp_dir
@@ -66,8 +66,14 @@ class HostAgent:
 
             web = web_plan(hub_image, None)
         factory = engine_factory or ComputerEngine
-        extra: dict[str, Any] = {}
-        if demand_pools:  # warm computers per task sized from its seeds, within this host's free slots
+        # Warm computers per task sized from its seeds, within this host's free slots (the server's
+        # default, computer/settings.py); a fixed pool_size > 0 instead wins.
+        if demand_pools is None:
+            from shinken.computer.settings import DEFAULTS
+
+            demand_pools = DEFAULTS.demand_pools
+        extra: dict[str, Any] = {"demand_pools": False}
+        if demand_pools and pool_size == 0:
             from shinken.computer.demand import DemandPolicy
 
             extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": desktop_mib}

@@ -274,6 +274,11 @@ class ForkPool(Protocol):
         """Decayed mean seconds to make one pooled computer (None before the first)."""
         ...
 
+    @property
+    def make_s_max(self) -> float | None:
+        """The slowest of the pool's recent makes (None before the first)."""
+        ...
+
     def acquire(self, timeout: float | None = 120) -> Fork: ...
 
     def take(self, wait_s: float = 0.0) -> Fork | None:

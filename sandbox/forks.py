@@ -167,6 +167,9 @@ class DockerFork(Container):
         self.close()
 
 
+RECENT = 8  # makes a pool remembers for make_s_max
+
+
 class ForkPool:
     """Ready forks of one golden, refilled in the background by `parallel` threads, so a rollout
     starts without waiting for create/start/desktop. A fixed pool keeps `size`; a demand-sized
@@ -185,6 +188,7 @@ class ForkPool:
         self._closed = False
         self._error: BaseException | None = None
         self.make_s: float | None = None  # decayed mean time to make one (what a refill costs)
+        self._recent: list[float] = []  # the last RECENT makes' seconds (make_s_max)
         self.made = 0
         self._threads = [threading.Thread(target=self._refill, name=f"shinken-pool-{golden.tag}-{i}", daemon=True)
                          for i in range(max(1, int(parallel)))]
@@ -220,6 +224,7 @@ class ForkPool:
                 self._making -= 1
                 self.made += 1
                 self.make_s = took if self.make_s is None else 0.7 * self.make_s + 0.3 * took
+                self._recent = [*self._recent[-(RECENT - 1):], took]
                 if self._closed or len(self._ready) >= self.size:
                     surplus = fork  # closed, or shrunk while it was being made
                 else:
@@ -278,6 +283,13 @@ class ForkPool:
     def ready(self) -> int:
         with self._cv:
             return len(self._ready)
+
+    @property
+    def make_s_max(self) -> float | None:
+        """The slowest of the last RECENT makes (None before the first): a make time the load moves
+        (seen here: 17 to 31 s within minutes) is sized for at its recent worst, not its mean."""
+        with self._cv:
+            return max(self._recent) if self._recent else None
 
     @property
     def making(self) -> int:

@@ -492,7 +492,11 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
     port = gh.free_port()
     t0 = time.monotonic()
     row = Row("server_sigkill")
-    first = gh.resources_server(tmp / "s1", ws, port)
+    # Demand pools off: this counts every container the servers' pids own after their stop, and a
+    # warm computer still being made when `docker stop` kills the server (30 s; seen at load 32)
+    # outlives it until a gc reclaims it as a dead owner's pool (docs/fleet.md).
+    nopools = {"SHINKEN_DEMAND_POOLS": "false"}
+    first = gh.resources_server(tmp / "s1", ws, port, env=nopools)
     second = None
     try:
         live = []
@@ -509,7 +513,7 @@ def server_sigkill(ws: Any, tmp: Path, task_row: dict[str, Any], in_flight: int 
             time.sleep(0.5)
         first.stop()
         assert all(docker("inspect", cid).returncode == 0 for _, cid in live), "a SIGKILL cleans nothing up"
-        second = gh.resources_server(tmp / "s2", ws, port)  # started again: same port, same config
+        second = gh.resources_server(tmp / "s2", ws, port, env=nopools)  # started again: same port, same config
         kinds: Counter = Counter()
         for cookies, _ in live:
             r = gh.post(port, "/computer_exec", {"command": "true"}, cookies)

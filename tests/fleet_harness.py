@@ -154,6 +154,7 @@ class SimFleet:
         self.registry = ""
         self.address = ""
         self.hub: str | None = None  # the mock web hub image every host joins with (--hub), when given
+        self.join_args: list[str] = []  # more `fleet join` options for every host
         self._extra = extra
 
     # ------------------------------------------------------------------ parts
@@ -223,7 +224,7 @@ class SimFleet:
     def join(self, eng: Engine, image: str, slots: int | None = None) -> dict:
         r = self.shinken("fleet", "join", "--address", self.address, "--name", eng.name, "--slots",
                          str(slots or self.slots), "--registry", self.registry, "--image", image, "--num-cpus", "2",
-                         *(["--hub", self.hub] if self.hub else []), "--json", docker_host=eng.host,
+                         *(["--hub", self.hub] if self.hub else []), *self.join_args, "--json", docker_host=eng.host,
                          env={"SHINKEN_RAY_START_ARGS": RAY_ARGS + " --node-ip-address=127.0.0.1"})
         if r.returncode != 0:
             raise RuntimeError(f"join {eng.name}: exit {r.returncode}: {r.stderr[-2000:]}")

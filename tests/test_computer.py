@@ -52,7 +52,10 @@ def engine(task_root, sandbox_image):
     # takes test_maintenance_reclaims_forks_of_dead_owners' "dead" orphan (our pid, another
     # start time) for its own to reclaim; a pass of this one in that test's window took it
     # first (seen once in CI: the orphan gone, the test's engine reclaimed 0).
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600, gc_interval_s=None)
+    # Demand pools off: it lives through the module and would keep warm hello-file computers of this
+    # process, which test_demand_pool_grows_for_a_burst_and_shrinks_when_idle counts as its own.
+    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600, gc_interval_s=None,
+                         demand_pools=False)
     yield eng
     eng.close()
 
@@ -445,42 +448,48 @@ def test_from_env_reads_knobs(task_root, sandbox_image, monkeypatch):
 
 
 def test_demand_sizer_grows_for_groups_and_rate_and_shrinks_when_idle():
-    """The arithmetic alone (computer/demand.py): a group of N seeds wants N ready, a trickle wants
-    rate x refill time, an idle task none, and the budget goes to the busiest task first."""
+    """The arithmetic alone (computer/demand.py): the first group of N seeds pre-warms N; from the
+    second group on, Little's law: N ready for the next group's burst plus rate x make time being
+    made; an idle task wants none, and the budget goes to the busiest task first."""
     from shinken.computer.demand import DemandPolicy, DemandSizer
 
-    s = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30, headroom=1.0))
-    for _ in range(8):  # a GRPO group of 8 at t=0
+    s = DemandSizer(DemandPolicy(group_gap_s=2, idle_s=30))
+    for _ in range(8):  # a GRPO group of 8 at t=0: no rate yet, the burst alone
         s.seen("grpo", 0.0)
+    assert s.rate("grpo", 1.0) == 0.0
     assert s.want("grpo", 1.0, refill_s=3.0) == 8
     assert s.want("grpo", 29.0, refill_s=3.0) == 8  # a long step: the group size does not fade
-    s.seen("grpo", 20.0)  # the next group's first seed: still ready for 8 ...
-    assert s.want("grpo", 21.0, refill_s=3.0) == 8
-    s.seen("grpo", 20.5)
-    s.seen("grpo", 40.0)  # ... and after a group of 2, for 2
-    assert s.want("grpo", 41.0, refill_s=3.0) == 2
-    for i in range(40):  # one seed every 0.5 s for 20 s: ~0.5/s once the rate caught up, one group of 40
-        s.seen("trickle", 100.0 + i * 0.5)
-    r = s.rate("trickle", 120.0)
-    assert 0.2 < r < 0.6, r
-    assert s.want("trickle", 120.0, refill_s=3.0) == 5  # a trickle: groups of the seeds within 2 s of a first
-    s2 = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=0.1, idle_s=30, headroom=1.0))
-    for i in range(40):
+    for _ in range(8):  # the next group 20 s later: 8 per 20 s, 3 s to make one: 8 + 0.4 x 3
+        s.seen("grpo", 20.0)
+    assert s.rate("grpo", 21.0) == 8 / 20
+    assert s.want("grpo", 21.0, refill_s=3.0) == 10
+    assert s.want("grpo", 21.0, refill_s=30.0) == 20  # slower to make: more of them being made at once
+    assert s.want("grpo", 39.0, refill_s=3.0) == 10  # steady between groups (no sawtooth) ...
+    assert s.rate("grpo", 60.0) == 8 / 40  # ... and falling once the next group is late
+    for _ in range(2):  # a smaller group, 20 s later: ready for 8 while it may still grow ...
+        s.seen("grpo", 40.0)
+    assert s.want("grpo", 41.0, refill_s=10.0) == 8 + 4
+    s.seen("grpo", 60.0)  # ... and once the next group begins, for 2: 2 ready + 2 per 20 s x 10 s
+    assert s.want("grpo", 61.0, refill_s=10.0) == 3
+    s2 = DemandSizer(DemandPolicy(group_gap_s=0.1, idle_s=30))
+    for i in range(40):  # a trickle: one seed every 0.5 s, each its own group
         s2.seen("trickle", i * 0.5)
-    assert s2.want("trickle", 20.0, refill_s=10.0) == round(s2.rate("trickle", 20.0) * 10.0 + 0.5)
-    assert s.want("grpo", 71.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
-    s.seen("grpo", 80.0)  # back after the idle spell: the old group is forgotten
-    assert s.want("grpo", 81.0, refill_s=3.0) == 1
-    s.in_use("grpo", 105.0)  # its rollout still live: not idle 30 s after the seed
-    assert s.want("grpo", 125.0, refill_s=3.0) == 1
-    assert s.want("grpo", 136.0, refill_s=3.0) == 0
-    b = DemandSizer(DemandPolicy(rate_tau_s=60, group_gap_s=2, idle_s=30))
-    for _ in range(8):
-        b.seen("big", 0.0)
-    for _ in range(4):
-        b.seen("small", 0.5)
-    assert b.targets({"big": 3.0, "small": 3.0}, 1.0, budget=10) == {"big": 8, "small": 2}  # busiest first
-    assert b.targets({"big": 3.0, "small": 3.0}, 31.0, budget=10) == {"big": 0, "small": 0}
+    assert abs(s2.rate("trickle", 19.6) - 2.0) < 1e-6
+    assert s2.want("trickle", 19.6, refill_s=10.0) == 21  # 20 being made + 1 ready
+    assert s.want("grpo", 91.0, refill_s=3.0) == 0  # idle past idle_s: the pool goes back to 0
+    s.seen("grpo", 100.0)  # back after the idle spell: the old group and rate are forgotten
+    assert s.want("grpo", 101.0, refill_s=3.0) == 1 and s.rate("grpo", 101.0) == 0.0
+    s.in_use("grpo", 125.0)  # its rollout still live: not idle 30 s after the seed
+    assert s.want("grpo", 145.0, refill_s=3.0) == 1
+    assert s.want("grpo", 156.0, refill_s=3.0) == 0
+    b = DemandSizer(DemandPolicy(group_gap_s=2, idle_s=30))
+    for t in (0.0, 10.0):
+        for _ in range(8):
+            b.seen("big", t)
+        for _ in range(4):
+            b.seen("small", t + 0.5)
+    assert b.targets({"big": 1.0, "small": 1.0}, 11.0, budget=10) == {"big": 9, "small": 1}  # busiest first
+    assert b.targets({"big": 1.0, "small": 1.0}, 41.0, budget=10) == {"big": 0, "small": 0}
 
 
 def test_demand_pool_grows_for_a_burst_and_shrinks_when_idle(task_root, sandbox_image, docker_client):
