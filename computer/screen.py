@@ -9,7 +9,13 @@ Pillow, listening on a Unix socket in /tmp, named by the hash of its code) and e
 small client (`python3 -S`, `_socket` only, ~18 ms of CPU) that asks it. The server runs the same
 grab-scale-encode code a one-shot capture would (`CAPTURE_LIB`), one request at a time; it dies
 with the fork. The client starts it when the socket does not answer (the first capture, or a
-server that died), so a fork committed or restarted without it still works."""
+server that died), so a fork committed or restarted without it still works.
+
+A step's capture is that client, run last in the step's one exec. Captures outside a step (the
+seed-time screenshot, after a shinken tool or an observation) cost no exec: the rollout's first
+one opens the capture channel (sandbox.exec_channel: one long-lived exec with stdin attached)
+running a relay that asks the same server per request line; a broken channel is opened once more,
+then the rollout falls back to an exec per capture (`capture_exec`)."""
 
 from __future__ import annotations
 
