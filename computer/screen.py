@@ -146,11 +146,9 @@ def ask_once(req):
             parts.append(b)
     finally:
         s.close()
-def ask(req, server_py):
-    try:
-        return ask_once(req)
-    except (FileNotFoundError, ConnectionRefusedError):
-        pass
+# No server (no socket, or one nobody answers), or one that died with the request queued: start one.
+GONE = (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError)
+def spawn(server_py):
     pid = os.fork()
     if pid == 0:  # twice, so the server is nobody's child here (no zombie in a long-lived relay)
         os.setsid()
@@ -161,13 +159,26 @@ def ask(req, server_py):
             os.dup2(fd, k)
         os.execv(sys.executable, [sys.executable, "-S", "-c", server_py, path])
     os.waitpid(pid, 0)
-    deadline = time.monotonic() + 20
+def ask(req, server_py):
+    try:
+        return ask_once(req)
+    except GONE:
+        pass
+    start = time.monotonic()
+    spawned = start
+    spawn(server_py)
     while True:
         try:
             return ask_once(req)
-        except (FileNotFoundError, ConnectionRefusedError):
-            if time.monotonic() > deadline:
+        except GONE:
+            now = time.monotonic()
+            if now > start + 20:
                 return b"SHINKEN-SCREENSHOT-ERROR the capture server did not start\n"
+            # A server killed a moment ago may still have held the socket when ours looked, and ours
+            # then left: start another now and then (two starting at once keep one; the other exits).
+            if now > spawned + 5:
+                spawned = now
+                spawn(server_py)
             time.sleep(0.02)
 import resource
 def cpu_ms():
