@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 
 from shinken.computer.profiles import MIME, Profile
@@ -123,6 +124,8 @@ while True:
     finally:
         conn.close()
 """
+
+log = logging.getLogger(__name__)
 
 SERVER_ID = hashlib.sha256(SERVER_PY.encode()).hexdigest()[:12]
 
@@ -284,6 +287,8 @@ def capture(ctx: ToolContext, profile: Profile) -> Screenshot:
             if exc.timed_out:
                 raise ScreenshotError("taking the screenshot timed out") from None
             ctx.extra[CHANNEL_OFF] = str(exc)
+            log.warning("fork %s: the capture channel failed (%s); this rollout's captures take an exec each",
+                        ctx.fork.id[:12], exc)
     return capture_exec(ctx, profile)
 
 

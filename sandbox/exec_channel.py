@@ -53,6 +53,9 @@ class ExecChannel:
             raise ChannelBroken(f"opening the exec: {type(exc).__name__}: {exc}") from None
         self._sock = exec_socket(self._stream)
         self._raw = b""  # multiplexed bytes not yet split into frames
+        if not (hasattr(self._sock, "sendall") and hasattr(self._sock, "settimeout")):
+            self.close()  # a transport that gives no socket to write to: the caller uses an exec per request
+            raise ChannelBroken(f"the engine's connection ({type(self._sock).__name__}) takes no writes")
 
     def request(self, line: bytes, timeout: float) -> bytes:
         """Send one request line, return the reply's payload. ChannelBroken (and the channel
