@@ -700,6 +700,8 @@ class ComputerEngine:
     def _teardown(self, sess: _Session) -> None:
         """Close the session's fork and drop its rollout (caller holds the session lock)."""
         fork, task_id = sess.fork, sess.task_id
+        if sess.ctx is not None:
+            sess.ctx.close()  # the capture channel: before its fork goes
         sess.fork = sess.ctx = sess.generation = sess.task_id = None
         sess.infra_failure = None
         if fork is not None:

@@ -113,6 +113,8 @@ NOT_RAISED_TO_SERVER: dict[str, str] = {
     "shinken.computer.a11y.DumpError": "turned into ToolArgError by the tools",
     "shinken.computer.tools.ToolArgError": "the tool answers the model an error text (its own mistake)",
     "shinken.computer.screen.ScreenshotError": "caught in computer/actions.py: the model reads it as text",
+    "shinken.sandbox.exec_channel.ChannelBroken": "caught in computer/screen.py: the capture channel is opened "
+                                                 "once more, else the capture takes a fresh exec",
     # `shinken hub build` only: the server runs a hub image that was built already
     "shinken.mockweb.build.AppBuildFailed": "hub build only: one app left out of the hub image",
     "shinken.mockweb.build.NothingBuilt": "hub build only: no hub image was made",

@@ -9,18 +9,26 @@ Pillow, listening on a Unix socket in /tmp, named by the hash of its code) and e
 small client (`python3 -S`, `_socket` only, ~18 ms of CPU) that asks it. The server runs the same
 grab-scale-encode code a one-shot capture would (`CAPTURE_LIB`), one request at a time; it dies
 with the fork. The client starts it when the socket does not answer (the first capture, or a
-server that died), so a fork committed or restarted without it still works."""
+server that died), so a fork committed or restarted without it still works.
+
+A step's capture is that client, run last in the step's one exec. Captures outside a step (the
+seed-time screenshot, after a shinken tool or an observation) cost no exec: the rollout's first
+one opens the capture channel (sandbox.exec_channel: one long-lived exec with stdin attached)
+running a relay that asks the same server per request line; a broken channel is opened once more,
+then the rollout falls back to an exec per capture (`capture_exec`)."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 
 from shinken.computer.profiles import MIME, Profile
-from shinken.computer.tools import ToolContext, _guest
+from shinken.computer.tools import _SESSION_PREFIX, ToolContext, _guest
 from shinken.sandbox.api import ExecResult, InfraError
+from shinken.sandbox.exec_channel import ChannelBroken, ExecChannel
 
 HEADER = "SHINKEN-SCREENSHOT "
 CAPTURE_TIMEOUT_S = 30.0
@@ -117,16 +125,17 @@ while True:
         conn.close()
 """
 
+log = logging.getLogger(__name__)
+
 SERVER_ID = hashlib.sha256(SERVER_PY.encode()).hexdigest()[:12]
 
-# The client: argv = fmt quality WxH|- ; prints what the server answers, its own CPU added to the
-# header (`client_cpu_ms`). Starts the server (detached, stdio on /dev/null so the exec does not
-# wait for it) when nothing answers, and waits for it up to 20 s.
-CAPTURE_PY = r"""
+# How a guest process asks the capture server (the client and the relay below share it): ask(req)
+# sends one request and returns the server's answer; it starts the server (detached, stdio on
+# /dev/null so no exec waits for it) when nothing answers, and waits for it up to 20 s.
+CLIENT_LIB = r"""
 import sys, os, time, _socket
 path = "/tmp/.shinken-capture-%d-SERVER_ID.sock" % os.getuid()
-req = (" ".join(sys.argv[1:4]) + "\n").encode()
-def ask():
+def ask_once(req):
     s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     s.settimeout(25)
     try:
@@ -140,34 +149,80 @@ def ask():
             parts.append(b)
     finally:
         s.close()
-try:
-    out = ask()
-except (FileNotFoundError, ConnectionRefusedError):
-    if os.fork() == 0:
+# No server (no socket, or one nobody answers), or one that died with the request queued: start one.
+GONE = (FileNotFoundError, ConnectionRefusedError, ConnectionResetError, BrokenPipeError)
+def spawn(server_py):
+    pid = os.fork()
+    if pid == 0:  # twice, so the server is nobody's child here (no zombie in a long-lived relay)
         os.setsid()
+        if os.fork() != 0:
+            os._exit(0)
         fd = os.open("/dev/null", os.O_RDWR)
         for k in (0, 1, 2):
             os.dup2(fd, k)
-        os.execv(sys.executable, [sys.executable, "-S", "-c", sys.argv[4], path])
-    deadline = time.monotonic() + 20
+        os.execv(sys.executable, [sys.executable, "-S", "-c", server_py, path])
+    os.waitpid(pid, 0)
+def ask(req, server_py):
+    try:
+        return ask_once(req)
+    except GONE:
+        pass
+    start = time.monotonic()
+    spawned = start
+    spawn(server_py)
     while True:
         try:
-            out = ask()
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            if time.monotonic() > deadline:
-                sys.stdout.write("the capture server did not start\n")
-                sys.exit(1)
+            return ask_once(req)
+        except GONE:
+            now = time.monotonic()
+            if now > start + 20:
+                return b"SHINKEN-SCREENSHOT-ERROR the capture server did not start\n"
+            # A server killed a moment ago may still have held the socket when ours looked, and ours
+            # then left: start another now and then (two starting at once keep one; the other exits).
+            if now > spawned + 5:
+                spawned = now
+                spawn(server_py)
             time.sleep(0.02)
 import resource
-r = resource.getrusage(resource.RUSAGE_SELF)
+def cpu_ms():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return (r[0] + r[1]) * 1000
 tag = b"SHINKEN-SCREENSHOT {"
-if out.startswith(tag):
-    out = tag + b'"client_cpu_ms": %.1f, ' % ((r[0] + r[1]) * 1000) + out[len(tag):]
+def with_cpu(out, ms):
+    if out.startswith(tag):
+        out = tag + b'"client_cpu_ms": %.1f, ' % ms + out[len(tag):]
+    return out
+"""
+
+# The client: argv = fmt quality WxH|- SERVER_PY; prints what the server answers, its own CPU
+# added to the header (`client_cpu_ms`). Runs last in a step's exec (and in a capture's own exec
+# when the channel below is not available).
+CAPTURE_PY = (CLIENT_LIB + r"""
+out = with_cpu(ask((" ".join(sys.argv[1:4]) + "\n").encode(), sys.argv[4]), cpu_ms())
 sys.stdout.buffer.write(out)
 sys.stdout.flush()
 sys.exit(0 if out.startswith(tag) else 1)
-""".replace("SERVER_ID", SERVER_ID)
+""").replace("SERVER_ID", SERVER_ID)
+
+# The relay: one long-lived process per fork on an exec's stdin/stdout (sandbox.exec_channel), so
+# a capture outside a step costs no `docker exec`: each request line ("fmt quality WxH|-") is
+# asked of the capture server and its answer written as one frame (`SHINKEN-FRAME <n>\n` + n
+# bytes), the relay's CPU for the request as `client_cpu_ms`. argv = SERVER_PY. Ends at stdin's end.
+RELAY_PY = (CLIENT_LIB + r"""
+inp, outp = sys.stdin.buffer, sys.stdout.buffer
+while True:
+    line = inp.readline()
+    if not line:
+        break
+    c0 = cpu_ms()
+    try:
+        out = ask(line if line.endswith(b"\n") else line + b"\n", sys.argv[1])
+    except OSError as exc:
+        out = ("SHINKEN-SCREENSHOT-ERROR relay: " + type(exc).__name__ + ": " + str(exc)[:300] + "\n").encode()
+    out = with_cpu(out, cpu_ms() - c0)
+    outp.write(b"SHINKEN-FRAME %d\n" % len(out) + out)
+    outp.flush()
+""").replace("SERVER_ID", SERVER_ID)
 
 
 # The same capture in a fresh process of its own (no server): how every capture ran before the
@@ -215,7 +270,58 @@ class ScreenshotError(Exception):
     """The display could not be read (no desktop, X error): told to the model as text."""
 
 
+CHANNEL = "capture"  # its key in ToolContext.resources
+CHANNEL_OFF = "capture_channel_off"  # ctx.extra: why this rollout's captures went back to an exec each
+
+
 def capture(ctx: ToolContext, profile: Profile) -> Screenshot:
+    """The screen now. Through the fork's capture channel (one long-lived exec running RELAY_PY,
+    opened by the rollout's first capture): a request line and a framed reply, no `docker exec`
+    per capture. A channel that broke is closed and opened again once; if that fails too, this
+    capture and the rollout's later ones take a fresh exec each (capture_exec), which also
+    reports a lost fork the way every tool does."""
+    if CHANNEL_OFF not in ctx.extra:
+        try:
+            return _capture_channel(ctx, profile)
+        except ChannelBroken as exc:
+            if exc.timed_out:
+                raise ScreenshotError("taking the screenshot timed out") from None
+            ctx.extra[CHANNEL_OFF] = str(exc)
+            log.warning("fork %s: the capture channel failed (%s); this rollout's captures take an exec each",
+                        ctx.fork.id[:12], exc)
+    return capture_exec(ctx, profile)
+
+
+def _open_channel(ctx: ToolContext) -> ExecChannel:
+    ch = ctx.fork.open_channel(["bash", "-c", _SESSION_PREFIX, "shinken-capture", "python3", "-S", "-c", RELAY_PY,
+                                SERVER_PY])
+    ctx.resources[CHANNEL] = ch
+    return ch
+
+
+def _capture_channel(ctx: ToolContext, profile: Profile) -> Screenshot:
+    request = " ".join(capture_argv(profile)[:3]).encode() + b"\n"
+    ch = ctx.resources.get(CHANNEL)
+    for attempt in (0, 1):
+        if ch is None or ch.closed:
+            ch = _open_channel(ctx)
+        try:
+            reply = ch.request(request, CAPTURE_TIMEOUT_S)
+            break
+        except ChannelBroken as exc:
+            ctx.resources.pop(CHANNEL, None)  # request() closed it
+            if exc.timed_out or attempt == 1 or ch is None:
+                raise
+            ch = None  # a relay that died, a stream the engine dropped: open it once more
+    text = reply.decode("utf-8", "replace")
+    if not text.startswith(HEADER):
+        raise ScreenshotError(f"the screen could not be read: {text.strip()[-300:]}")
+    return parse_text(ctx, profile, text)
+
+
+def capture_exec(ctx: ToolContext, profile: Profile) -> Screenshot:
+    """The screen now, through a fresh exec running the capture client (the path before the
+    channel; the channel's fallback, and the comparison in bench_computer)."""
     res = _guest(ctx, ["python3", "-S", "-c", CAPTURE_PY, *capture_argv(profile)], timeout=CAPTURE_TIMEOUT_S,
                  max_output=MAX_OUTPUT)
     return parse(ctx, profile, res)
@@ -237,9 +343,15 @@ def parse(ctx: ToolContext, profile: Profile, res: ExecResult) -> Screenshot:
     if res.truncated:
         raise ScreenshotError("the screenshot is too large; choose a smaller --screenshot-size")
     text = res.output.rstrip("\n")
-    at = text.rfind(HEADER)
-    if res.exit_code != 0 or at < 0:
+    if res.exit_code != 0 or text.rfind(HEADER) < 0:
         raise ScreenshotError(f"the screen could not be read (exit {res.exit_code}): {text[-300:]}")
+    return parse_text(ctx, profile, text)
+
+
+def parse_text(ctx: ToolContext, profile: Profile, text: str) -> Screenshot:
+    """The screenshot in a capture's output: the last header line and the base64 line after it."""
+    text = text.rstrip("\n")
+    at = text.rfind(HEADER)
     header, _, b64 = text[at + len(HEADER):].partition("\n")
     try:
         meta = json.loads(header)

@@ -89,11 +89,12 @@ SESSION_ENV = "/tmp/shinken-session.env"
 # Both prefixes send stdout into stderr: the sandbox's end-of-exec marker travels on stderr, and
 # Docker reads the two pipes independently, so stdout frames could arrive after the marker (and
 # be dropped, or push the marker out of a capped tail). One pipe keeps the order.
-_GUEST_PREFIX = (
-    'exec 1>&2; '
+# _SESSION_PREFIX alone (stdout kept) is for long-lived guest processes that answer on stdout.
+_SESSION_PREFIX = (
     f'[ -f {SESSION_ENV} ] || shinken-desktop-up >/dev/null 2>&1; '
     f'set -a; . {SESSION_ENV} 2>/dev/null; set +a; export DISPLAY="${{DISPLAY:-:0}}"; exec "$@"'
 )
+_GUEST_PREFIX = 'exec 1>&2; ' + _SESSION_PREFIX
 # computer_exec takes the session env when the desktop runs, but never starts it (most exec-only
 # tasks have no GUI, and starting one costs ~0.3 s).
 _EXEC_PREFIX = f'exec 1>&2; if [ -f {SESSION_ENV} ]; then set -a; . {SESSION_ENV}; set +a; fi; exec "$@"'
@@ -122,6 +123,17 @@ class ToolContext:
     done: bool = False
     steps: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    # Long-lived things the rollout opened in its fork (the capture channel): closed with it.
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Close what the rollout opened (idempotent; the fork itself is the engine's)."""
+        while self.resources:
+            _, res = self.resources.popitem()
+            try:
+                res.close()
+            except Exception:  # noqa: BLE001 - closing is best effort: it dies with the fork anyway
+                pass
 
 
 def new_context(fork: Fork) -> ToolContext:

@@ -7,11 +7,14 @@ without pulling in an engine."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shinken.bundles.model import Bundle, SetupStep
 from shinken.errors import EXIT_ENVIRONMENT, EXIT_FAILED, EnvironmentProblem, InternalError, ShinkenError
 from shinken.sandbox.desktop import DesktopRecord
+
+if TYPE_CHECKING:
+    from shinken.sandbox.exec_channel import ExecChannel
 
 OUTPUT_TAIL_BYTES = 4096  # reward output kept for the report
 
@@ -239,6 +242,8 @@ class Fork(Protocol):
     def exec(self, cmd: str | list[str], *, timeout: float = 60, user: str = "user",
              env: dict[str, str] | None = None, workdir: str | None = None,
              max_output: int = 64_000) -> ExecResult: ...
+
+    def open_channel(self, argv: list[str], *, user: str = "user") -> ExecChannel: ...
 
     def upload(self, data: bytes, dest: str, mode: int = 0o644, user: str = "user") -> None: ...
 

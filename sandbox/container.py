@@ -25,6 +25,7 @@ from shinken.sandbox import guest, steps
 from shinken.sandbox.api import DiskFull, ExecResult, ForkLost, InfraError, SessionError, SetupError, tail
 from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.docker_stream import open_exec_stream, read_frames
+from shinken.sandbox.exec_channel import ExecChannel
 
 EXEC_GRACE_S = 10.0  # the API-side guard fires this long after the in-container timeout
 DESKTOP_UP_TIMEOUT_S = 60.0
@@ -173,6 +174,13 @@ class Container:
         if len(text) > max_output:
             text = text[-max_output:]
         return ExecResult(exit_code, text, timed_out, duration, truncated, oom, pids)
+
+    def open_channel(self, argv: list[str], *, user: str = guest.USER) -> ExecChannel:
+        """A long-lived exec serving request lines on its stdin (sandbox.exec_channel); no
+        timeout wrapper: the caller bounds each request, and the process dies with the container.
+        ChannelBroken when the engine refuses it."""
+        self._check_open()
+        return ExecChannel(self.api, self.id, [str(a) for a in argv], user=user)
 
     def _kill_user_processes(self, user: str) -> None:
         """`kill -KILL -1` as `user`, waited for: the wrapper (same user) dies with the rest,

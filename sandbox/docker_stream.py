@@ -84,3 +84,27 @@ def read_frames(stream: Any, deadline: float, cap: int, marker: bytes = b"") -> 
             stream._shinken_response.close()
         except (OSError, AttributeError):
             pass
+
+
+def exec_socket(stream: Any) -> socket.socket:
+    """The socket under an open_exec_stream() reader (for writing to the exec's stdin)."""
+    raw = stream.raw  # SocketIO
+    sock: socket.socket = getattr(raw, "_sock", raw)
+    return sock
+
+
+def close_exec_stream(stream: Any) -> None:
+    """Close the exec's connection (the engine then closes the process's stdin)."""
+    try:
+        sock = exec_socket(stream)
+    except AttributeError:
+        sock = None
+    try:
+        stream._shinken_response.close()
+    except (OSError, AttributeError):
+        pass
+    try:
+        if sock is not None:
+            sock.close()
+    except OSError:
+        pass

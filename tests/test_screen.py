@@ -6,6 +6,7 @@ come back as text, and --no-exec leaves no way to a shell."""
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -51,7 +52,6 @@ def engines(task_root, linux_image):
 
 def _ready_dialog(eng: ComputerEngine, session: str, gen: str) -> tuple[tools.a11y.Node, tools.a11y.Node]:
     """(the dialog, its entry) once the window manager placed and focused it."""
-    import time
 
     deadline = time.monotonic() + 60
     while True:
@@ -203,17 +203,37 @@ def test_both_with_shinken_tools_gives_tree_and_screen_of_each_step(engines) -> 
     eng.end("both", gen)
 
 
-def _capture_servers(ctx) -> list[str]:
-    """Pids of the fork's capture servers (python3 processes serving the capture socket)."""
-    res = ctx.fork.exec(["bash", "-c", "grep -l -a -s -- '[.]shinken-capture-' /proc/[0-9]*/cmdline | cut -d/ -f3"],
-                        timeout=30)
+def _guest_pids(ctx, pattern: str, unless: str = "") -> list[str]:
+    """Pids of the fork's processes whose command line matches `pattern` and not `unless` (grep
+    regexes written so that they do not match themselves)."""
+    script = ('for f in $(grep -l -a -s -- "$1" /proc/[0-9]*/cmdline); do '
+              '[ -n "$2" ] && grep -q -a -- "$2" "$f" 2>/dev/null && continue; echo "$f"; done | cut -d/ -f3')
+    res = ctx.fork.exec(["bash", "-c", script, "-", pattern, unless], timeout=30)
     return sorted(res.output.split())
 
 
+def _capture_servers(ctx) -> list[str]:
+    """Pids of the fork's capture servers (the python3 listening on the capture socket; the
+    clients and the relay carry its code in their argv, after their own)."""
+    return _guest_pids(ctx, "sock[.]listen(16)", unless="def ask[_]once")
+
+
+def _relays(ctx) -> list[str]:
+    """Pids of the fork's capture relays (the python3 on the capture channel's stdin)."""
+    return _guest_pids(ctx, "SHINKEN-FRAME [%]d")
+
+
+def _pixels_differ(a, b) -> int:
+    return sum(1 for ra, rb in zip(a.rows, b.rows) if ra != rb for i in range(0, len(ra), a.bpp)
+               if ra[i:i + a.bpp] != rb[i:i + a.bpp])
+
+
 def test_capture_server_gives_the_one_shot_screenshot_and_restarts(engines) -> None:
-    """Captures go through a server started by the first one (Pillow imported once per fork); the
-    image is the one a process of its own takes of the same screen, and a killed server is
-    started again by the next capture."""
+    """Captures go through a server started by the first one (Pillow imported once per fork),
+    asked through the fork's capture channel (one long-lived exec running the relay; no exec per
+    capture); the image is the one a fresh exec's client and a process of its own take of the
+    same screen. A killed relay is replaced by the next capture (the channel opened once more), a
+    killed server is started again, and closing the rollout's context ends the relay."""
     from shinken.computer import screen
 
     profile = Profile(observation="screenshot", actions="pixel", exec=False, size=(1280, 800))
@@ -225,19 +245,44 @@ def test_capture_server_gives_the_one_shot_screenshot_and_restarts(engines) -> N
     first = eng.in_rollout("srv", gen, "servers", _capture_servers)
     assert len(first) == 1, first  # started by the seed-time or step capture, one only
     served = [cap(screen.capture) for _ in range(3)]
-    assert eng.in_rollout("srv", gen, "servers", _capture_servers) == first  # the same server answered
+    channel = eng.in_rollout("srv", gen, "channel", lambda ctx: ctx.resources.get(screen.CHANNEL))
+    assert channel is not None and not channel.closed  # the captures went through the channel...
+    assert eng.in_rollout("srv", gen, "off", lambda ctx: ctx.extra.get(screen.CHANNEL_OFF)) is None
+    relay = eng.in_rollout("srv", gen, "relays", _relays)
+    assert len(relay) == 1, relay  # ...served by one relay
+    assert eng.in_rollout("srv", gen, "servers", _capture_servers) == first  # and the same server answered
+    by_exec = cap(screen.capture_exec)
     alone = cap(screen.capture_oneshot)
-    a, b = png.decode_png(served[-1].data), png.decode_png(alone.data)
-    assert (a.width, a.height) == (b.width, b.height) == (1280, 800)
-    differ = sum(1 for ra, rb in zip(a.rows, b.rows) if ra != rb for i in range(0, len(ra), a.bpp)
-                 if ra[i:i + a.bpp] != rb[i:i + a.bpp])
-    assert differ <= 50, f"{differ} pixels differ between the served and the one-shot screenshot"
-    assert a.bbox() is not None and a.bbox() == b.bbox()  # the dialog, at the same place
+    a, e, b = (png.decode_png(x.data) for x in (served[-1], by_exec, alone))
+    assert (a.width, a.height) == (e.width, e.height) == (b.width, b.height) == (1280, 800)
+    assert served[-1].mime == by_exec.mime == "image/png"
+    for other, how in ((e, "a fresh exec's"), (b, "the one-shot")):
+        differ = _pixels_differ(a, other)
+        assert differ <= 50, f"{differ} pixels differ between the channel's and {how} screenshot"
+        assert a.bbox() is not None and a.bbox() == other.bbox()  # the dialog, at the same place
     # The server's CPU per capture is what is left after Pillow's import; the one-shot pays it every time.
     assert min(s.cpu_ms for s in served) < alone.cpu_ms, ([s.cpu_ms for s in served], alone.cpu_ms)
+    # The relay killed in the guest: the next capture opens the channel again and still answers.
+    eng.in_rollout("srv", gen, "kill", lambda ctx: ctx.fork.exec(["kill", "-9", *relay], timeout=30))
+    again = cap(screen.capture)
+    assert png.png_size(again.data) == (1280, 800)
+    reopened = eng.in_rollout("srv", gen, "channel", lambda ctx: ctx.resources.get(screen.CHANNEL))
+    assert reopened is not None and reopened is not channel and channel.closed and not reopened.closed
+    assert eng.in_rollout("srv", gen, "off", lambda ctx: ctx.extra.get(screen.CHANNEL_OFF)) is None
+    relay2 = eng.in_rollout("srv", gen, "relays", _relays)
+    assert len(relay2) == 1 and relay2 != relay, (relay, relay2)
+    # The server killed: the relay starts a new one for the next capture.
     eng.in_rollout("srv", gen, "kill", lambda ctx: ctx.fork.exec(["kill", "-9", *first], timeout=30))
     again = cap(screen.capture)
     assert png.png_size(again.data) == (1280, 800)
     restarted = eng.in_rollout("srv", gen, "servers", _capture_servers)
     assert len(restarted) == 1 and restarted != first, (first, restarted)
+    # The rollout's end closes the channel: the relay sees its stdin end and exits.
+    eng.in_rollout("srv", gen, "close", lambda ctx: ctx.close())
+    assert reopened.closed
+    for _ in range(50):
+        if not eng.in_rollout("srv", gen, "relays", _relays):
+            break
+        time.sleep(0.1)
+    assert eng.in_rollout("srv", gen, "relays", _relays) == []
     eng.end("srv", gen)
