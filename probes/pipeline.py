@@ -52,6 +52,7 @@ class ProbeRequest:
     run_dir: Path | None = None
     reward_timeout: float = 120.0
     setup_timeout: float = 600.0
+    settle_timeout: float = 90.0  # --settle-timeout (sandbox.docker_provider.settle_bounds)
     judge: JudgeConfig | None = None  # --judge-url/--judge-model
     backoff_s: float = 1.0
     hub: str | None = None  # hub image serving the mock web apps (mockweb)
@@ -279,7 +280,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     run_dir = Path(req.run_dir) if req.run_dir else default_run_dir(req.task_root, req.image)
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
-                      setup_timeout=req.setup_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
+                      setup_timeout=req.setup_timeout, settle_timeout=req.settle_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
                       engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts, probes=tuple(req.probes))
     probed = 0
     with ReceiptLog(run_dir) as log, contextlib.ExitStack() as stack:

@@ -55,6 +55,7 @@ class ProbeConfig:
     accept_filesystem: bool = False
     reward_timeout: float = 120.0
     setup_timeout: float = 600.0
+    settle_timeout: float = 90.0  # --settle-timeout: the first golden build's record bound (the second: twice)
     run_id: str | None = None
     engine_wait_s: float = 90.0  # how long a retry waits for a restarted engine to answer
     backoff_s: float = 1.0
@@ -514,7 +515,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         # is scored there, on the start state itself, which saves one computer (for a desktop
         # task, one app start) per task. At least one fork per tier is still made and checked.
         golden = provider.ensure_golden(bundle, cfg.image_id, setup_timeout=cfg.setup_timeout,
-                                        keep_computer=k >= 2)
+                                        keep_computer=k >= 2, settle_timeout=cfg.settle_timeout)
     except SetupError as exc:
         raise _Dropped("setup_error", _setup_detail(exc)) from None
     except UnsettledDesktop as exc:

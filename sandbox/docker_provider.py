@@ -36,6 +36,12 @@ from shinken.tiers import Tier
 SETTLE_BOUNDS_S = (start_state.RECORD_TIMEOUT_S, 2 * start_state.RECORD_TIMEOUT_S)
 
 
+def settle_bounds(first_s: float = start_state.RECORD_TIMEOUT_S) -> tuple[float, float]:
+    """The two builds' record bounds for a first bound of `first_s` (`shinken probe --settle-timeout`):
+    the second build waits twice as long."""
+    return (float(first_s), 2 * float(first_s))
+
+
 class DockerProvider:
     tier = "filesystem"
 
@@ -108,13 +114,15 @@ class DockerProvider:
         return resolve_image(self.client, image)
 
     def ensure_golden(self, bundle: Bundle, image_id: str, *, setup_timeout: float = 600,
-                      keep_computer: bool = False) -> Golden:
+                      keep_computer: bool = False,
+                      settle_timeout: float = start_state.RECORD_TIMEOUT_S) -> Golden:
         """The committed post-setup image of `bundle` on the base image `image_id`, built
         once and then found again by its labels (bundle hash + base image id), with the record
         of what the setup left running (golden.desktop); which tier reproduces it is the
         caller's call (shinken.tiers). Pass the id the run resolved once (resolve_image): a
         tag may be moved meanwhile. With `keep_computer`, a golden built now keeps its build
-        container running for take_golden_computer()."""
+        container running for take_golden_computer(). `settle_timeout`: how long the first build's
+        record waits for the desktop to settle (the second one waits twice as long)."""
         if not bundle.ok:
             raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bundle.why_defective()})", where="bundle")
         base_id = self.resolve_image(image_id)  # an id names itself; this checks it is still there
@@ -124,7 +132,8 @@ class DockerProvider:
         # A web task's build container holds the golden's own hub sid, whose state forks copy:
         # it is not handed out as a computer.
         keep = keep_computer and not (self.web is not None and task_needs(bundle).network)
-        golden, box = self._build_settled(bundle, base_id, setup_timeout, keep=keep)
+        golden, box = self._build_settled(bundle, base_id, setup_timeout, keep=keep,
+                                          bounds=settle_bounds(settle_timeout))
         if box is not None:
             own = DockerFork(self, box.id, golden, box.ids, network=box.network)
             with self._lock:
@@ -132,21 +141,21 @@ class DockerProvider:
                 self._golden_computers[golden.image_id] = own
         return golden
 
-    def _build_settled(self, bundle: Bundle, base_id: str, setup_timeout: float, *,
-                       keep: bool) -> tuple[Golden, Container | None]:
+    def _build_settled(self, bundle: Bundle, base_id: str, setup_timeout: float, *, keep: bool,
+                       bounds: tuple[float, ...] = SETTLE_BOUNDS_S) -> tuple[Golden, Container | None]:
         """build_golden, once more on a fresh container (with a longer bound) when the desktop the
         setup left did not settle (the same container waited on did not help: Thunderbird sat on
         `Home` past 90 s at load average 45-80). Raises UnsettledDesktop naming both records when
         neither did."""
         records: list[DesktopRecord] = []
-        for bound in SETTLE_BOUNDS_S:
+        for bound in bounds:
             try:
                 golden, box = goldens.build_golden(self, bundle, base_id, setup_timeout, keep=keep, record_timeout=bound)
                 golden.unsettled = records
                 return golden, box
             except UnsettledDesktop as exc:
                 records += exc.records
-        raise UnsettledDesktop(bundle.id, records, SETTLE_BOUNDS_S)
+        raise UnsettledDesktop(bundle.id, records, bounds)
 
     def take_golden_computer(self, golden: Golden) -> DockerFork | None:
         """The build container of `golden` when this provider built it with keep_computer: still

@@ -55,8 +55,17 @@ class PrivateDockerd:
                 self.proc.wait(10)
         self.proc = None
 
+    def image_id(self, image: str) -> str | None:
+        r = self.docker("image", "inspect", "-f", "{{.Id}}", image)
+        return r.stdout.strip() if r.returncode == 0 else None
+
     def load(self, image: str) -> None:
-        """Copy `image` from the shared engine into this one."""
+        """Copy `image` from the shared engine into this one (nothing to do when a cached data root
+        holds it already, by the same id)."""
+        want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True,
+                              text=True).stdout.strip()
+        if want and self.image_id(image) == want:
+            return
         save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
         load = subprocess.run(["docker", "-H", self.host, "load"], stdin=save.stdout, capture_output=True)
         save.wait()
@@ -65,17 +74,43 @@ class PrivateDockerd:
 
 @contextlib.contextmanager
 def private_engine(tag: str, namespace: str, images: tuple[str, ...] = (),
-                   data_root: Path | None = None) -> Iterator[PrivateDockerd]:
+                   data_root: Path | None = None, cache: Path | None = None) -> Iterator[PrivateDockerd]:
     """A started PrivateDockerd with `images` loaded; afterwards its containers, the daemon and
-    its folders are gone, and the shared engine's default bridge is asserted intact."""
+    its folders are gone, and the shared engine's default bridge is asserted intact.
+
+    `cache` (instead of `data_root`): a folder whose data root outlives the run, so the next run
+    finds `images` there instead of copying them again (`docker save | docker load` of the 1.17 GB
+    task image is most of a short test's time); at the start every container and every other
+    image in it is removed (a golden left by an earlier run would change what a probe does). Used
+    only when no other run holds it (its lock), else a fresh data root as without it."""
     base = Path(f"/tmp/shk-{tag}-{os.getpid()}-{int(time.time())}")  # short: unix socket paths are capped at 108 bytes
     base.mkdir(parents=True)
     bridge_before = Path("/sys/class/net/docker0").exists()
+    lock_fd: int | None = None
+    if cache is not None and data_root is None:
+        import fcntl
+
+        cache.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache / "lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_fd, data_root = fd, cache / "data"
+        except OSError:
+            os.close(fd)
     d = PrivateDockerd(base, namespace, data_root)
     try:
         d.start()
+        if lock_fd is not None:  # a cached data root: only the wanted images stay
+            ids = d.docker("ps", "-aq").stdout.split()
+            if ids:
+                d.docker("rm", "-f", *ids)
         for image in images:
             d.load(image)
+        if lock_fd is not None:
+            keep = {d.image_id(image) for image in images}
+            other = set(d.docker("images", "-aq", "--no-trunc").stdout.split()) - keep
+            if other:
+                d.docker("rmi", "-f", *other)
         yield d
     finally:
         # Stop its containers first so the data root can be removed, then the daemon.
@@ -86,6 +121,8 @@ def private_engine(tag: str, namespace: str, images: tuple[str, ...] = (),
         d.stop()
         subprocess.run(["umount", "-R", str(base / "exec")], capture_output=True)
         shutil.rmtree(base, ignore_errors=True)
+        if lock_fd is not None:
+            os.close(lock_fd)
     # The shared engine's default bridge must survive a private engine's start and stop.
     assert Path("/sys/class/net/docker0").exists() == bridge_before
 

@@ -11,6 +11,7 @@ Account Setup wizard), once with default flags; its goldens are removed at the e
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -23,7 +24,7 @@ from shinken.schemas import check_with_jsonschema
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from tests.cli_runner import CliResult, run_cli  # noqa: E402
+from tests.cli_runner import CliResult, popen, run_cli  # noqa: E402
 from tests.desktop_demos import APP_DEMOS, GNOME_TERMINAL, TERMINAL_DEMOS, THUNDERBIRD, XTERM, salted_copy  # noqa: E402
 
 ALERT_TASK = "zenity-error-alert"
@@ -31,8 +32,8 @@ ALERT_TEXT = "audio output failed: no sound card"
 WIZARD_TASK = "thunderbird-first-run"  # its setup writes no profile: Thunderbird's Account Setup wizard
 WIZARD_TITLE = "Account Setup - Mozilla Thunderbird"
 WIZARD_TEXT = "Set Up Your Existing Email Address"
-# Its setup leaves a window whose title changes twice a second. Its name sorts it first, so its two
-# 90 s records (mostly waiting) overlap the other tasks' probes instead of trailing them.
+# Its setup leaves a window whose title changes twice a second: probed by a probe of its own
+# (fixture `unsettled_run`) beside the others'.
 UNSETTLED_TASK = "0-xterm-ticking-title"
 
 
@@ -121,7 +122,11 @@ def test_unsettled_records_are_named_never_checked_and_shown() -> None:
                                                  "'tick 42' (xterm frame)",))
     doc = rec.to_json()
     assert check_with_jsonschema("desktop_record", doc) == [] and DesktopRecord.from_json(doc) == rec
-    exc = UnsettledDesktop("t1", [rec, rec], (90.0, 180.0))
+    from shinken.sandbox.docker_provider import SETTLE_BOUNDS_S, settle_bounds
+
+    # the default bounds (`shinken probe` without --settle-timeout) and what --settle-timeout 30 makes of them
+    assert settle_bounds() == SETTLE_BOUNDS_S == (90.0, 180.0) and settle_bounds(30) == (30.0, 60.0)
+    exc = UnsettledDesktop("t1", [rec, rec], SETTLE_BOUNDS_S)
     assert "did not settle within 90 s and 180 s in 2 golden build(s)" in str(exc) and "became window 'tick 42'" in str(exc)
     with pytest.raises(StartStateError, match="did not settle: showed window 'tick 42'"):
         start_state.compare(object(), "reprovision", rec, rec)  # type: ignore[arg-type]  # raises before any exec
@@ -144,6 +149,8 @@ def test_unsettled_records_are_named_never_checked_and_shown() -> None:
 def test_unknown_alerts_mode_is_one_line_exit_2() -> None:
     r = shinken("probe", str(REPO / "demo"), "--alerts", "nope")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "--alerts" in r.stderr
+    r = shinken("probe", str(REPO / "demo"), "--settle-timeout", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--settle-timeout" in r.stderr
 
 
 # --- the real apps on the CUA image -------------------------------------------------------------
@@ -200,22 +207,63 @@ def task_root(tmp_path_factory) -> Path:
     return root
 
 
+# The never-settling control's probe: its own process, started before the main probe and run beside
+# it, with short record bounds (--settle-timeout): its two records are all waiting, and with the
+# default 90 s and 180 s they were the module's long pole (the other tasks' bounds stay the default).
+UNSETTLED_SETTLE_S = 30
+
+
+def _ids(path: Path, ids: list[str]) -> Path:
+    path.write_text("".join(f"{t}\n" for t in ids))
+    return path
+
+
 @pytest.fixture(scope="module")
-def probed(cua_image, task_root, tmp_path_factory, docker_client):
-    """`shinken probe` with default flags (K=2, --alerts flag) over the terminal, media and mail demos,
-    the alert task and the first-run wizard control."""
-    out = tmp_path_factory.mktemp("probe")
-    receipt = out / "receipt.json"
-    r = shinken("probe", str(task_root), "--image", cua_image, "--receipt", str(receipt), "--run-dir", str(out / "run"),
-                # 3: the never-settling control (first) holds one slot for its two records, mostly
-                # waiting; the other tasks keep the two slots they had before it
-                "--repeats", "2", "--concurrency", "3", timeout=1800)
+def unsettled_run(cua_image, task_root, tmp_path_factory):
+    """`shinken probe --settle-timeout 30` over the never-settling control alone, running (in a
+    process of its own) while `probed` runs; `unsettled` collects it."""
+    out = tmp_path_factory.mktemp("probe-unsettled")
+    proc = popen("probe", task_root, "--image", cua_image, "--ids", _ids(out / "ids.txt", [UNSETTLED_TASK]),
+                 "--receipt", out / "receipt.json", "--run-dir", out / "run", "--repeats", "2",
+                 "--settle-timeout", str(UNSETTLED_SETTLE_S))
+    yield proc, out / "receipt.json"
+    if proc.poll() is None:  # a test failed before `unsettled` collected it: our own child, by its pid
+        proc.terminate()  # the probe removes its containers on SIGTERM
+        try:
+            proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def unsettled(unsettled_run) -> dict:
+    proc, receipt = unsettled_run
+    stdout, stderr = proc.communicate(timeout=1800)
     doc = json.loads(receipt.read_text())
     # exit 1 (work failed), and only for the control whose desktop never settles: tried again next run
     infra = [t["task_id"] for t in doc["tasks"] if t["reason"] == "infra_error"]
-    assert (r.returncode, infra) == (1, [UNSETTLED_TASK]), (r.returncode, r.stderr[-3000:], [
+    assert (proc.returncode, infra) == (1, [UNSETTLED_TASK]), (proc.returncode, stderr[-3000:], [
         (t["task_id"], t["detail"]) for t in doc["tasks"] if t["reason"] == "infra_error"])
-    assert "re-run the same command" in r.stderr
+    assert "re-run the same command" in stderr
+    doc["_stdout"] = stdout
+    return doc
+
+
+@pytest.fixture(scope="module")
+def probed(cua_image, task_root, tmp_path_factory, docker_client, unsettled_run):
+    """`shinken probe` with default flags (K=2, --alerts flag) over the terminal, media and mail demos,
+    the alert task and the first-run wizard control (the never-settling control runs beside it)."""
+    out = tmp_path_factory.mktemp("probe")
+    receipt = out / "receipt.json"
+    ids = [d.name for d in sorted(task_root.iterdir()) if d.is_dir() and d.name != UNSETTLED_TASK]
+    r = shinken("probe", str(task_root), "--image", cua_image, "--ids", str(_ids(out / "ids.txt", ids)),
+                "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "2", "--concurrency", "2",
+                timeout=1800)
+    doc = json.loads(receipt.read_text())
+    infra = [(t["task_id"], t["detail"]) for t in doc["tasks"] if t["reason"] == "infra_error"]
+    assert (r.returncode, infra) == (0, []), (r.returncode, r.stderr[-3000:], infra)
+    assert sorted(t["task_id"] for t in doc["tasks"]) == sorted(ids)
     doc["_stdout"] = r.stdout
     yield doc
     from shinken.sandbox.docker_provider import DockerProvider
@@ -306,25 +354,26 @@ def test_first_run_wizard_is_named(probed, task_root) -> None:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_desktop_that_never_settles_is_not_kept(probed, task_root, docker_client) -> None:
+def test_desktop_that_never_settles_is_not_kept(unsettled, task_root, docker_client) -> None:
     """The control's desktop keeps changing: its golden is built twice, never committed, and the
     task is dropped as an infrastructure failure naming the record and what kept changing (never
     as defective, never kept; the next run tries again). Its table row says `no`."""
     from shinken.bundles.loader import load_bundle
     from shinken.sandbox.ownership import LABEL_BUNDLE_HASH
 
-    line = next(t for t in probed["tasks"] if t["task_id"] == UNSETTLED_TASK)
+    line = next(t for t in unsettled["tasks"] if t["task_id"] == UNSETTLED_TASK)
     assert check_with_jsonschema("receipt_line", line) == []
     assert (line["outcome"], line["reason"], line["tier"], line["rewards"]) == ("dropped", "infra_error", None, []), line
     st = line["start_state"]
     assert st["settled"] is False and st["unsettled_builds"] == 2 and st["signature"] is None, st
     assert any("user@" not in w and "tick " in w and "(xterm frame)" in w for w in st["windows"]), st
     assert any(c.startswith("the windows changed") and "tick " in c for c in st["changing"]), st["changing"]
-    assert "did not settle within 90 s and 180 s in 2 golden build(s)" in line["detail"], line["detail"]
+    within = f"within {UNSETTLED_SETTLE_S} s and {2 * UNSETTLED_SETTLE_S} s in 2 golden build(s)"  # --settle-timeout
+    assert f"did not settle {within}" in line["detail"], line["detail"]
     assert "kept changing: the windows changed" in line["detail"] and "tried again by the next run" in line["detail"]
     assert line["attempts"] == 1 and len(line["infra_errors"]) == 1  # not retried within the run
-    assert UNSETTLED_TASK not in probed["kept"] and probed["summary"]["unsettled"] == 1
-    assert UNSETTLED_TASK in probed["_stdout"] and "did not settle" in probed["_stdout"]
+    assert UNSETTLED_TASK not in unsettled["kept"] and unsettled["summary"]["unsettled"] == 1
+    assert UNSETTLED_TASK in unsettled["_stdout"] and "did not settle" in unsettled["_stdout"]
     # nothing was committed for it (a later run builds it afresh), and no build container is left
     bundle = load_bundle(task_root / UNSETTLED_TASK)
     assert docker_client.images.list(filters={"label": f"{LABEL_BUNDLE_HASH}={bundle.bundle_hash}"}) == []

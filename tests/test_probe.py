@@ -615,7 +615,10 @@ def test_sigkill_midway_then_rerun_redoes_nothing(sandbox_image: str, docker_cli
 
 @pytest.fixture()
 def private_dockerd(sandbox_image: str):
-    with private_engine("h6", "shinken-h6-test", (IMAGE,)) as d:
+    from shinken.runtime import cache_root
+
+    # a data root kept between runs: the task image is copied in once, not at every run
+    with private_engine("h6", "shinken-h6-test", (IMAGE,), cache=cache_root() / "probe-h6-engine") as d:
         yield d
 
 
