@@ -32,7 +32,8 @@ picks Xet by itself whenever hf_xet is installed, whatever the server).
 404s carry the hub's X-Error-Code (RepoNotFound, RevisionNotFound, EntryNotFound) so the
 client raises its usual typed errors. Every request is recorded for assertions.
 Knobs for tests: `corrupt` (serve wrong bytes under the right metadata), `drop_after`
-(close the connection after N body bytes, once), `slow` (drip-feed a file), `token`
+(close the connection after N body bytes, once), `slow` (drip-feed a file; `stall_after` holds it
+mid-way until `release`), `token`
 (require this bearer token), `read_only_tokens` (tokens refused on writes), `before_commit`
 (called with the repo when a commit request arrives, before the parent check: a concurrent writer).
 """
@@ -178,6 +179,10 @@ class HubServer:
     corrupt: set[str] = field(default_factory=set)
     drop_after: dict[str, int] = field(default_factory=dict)
     slow: dict[str, float] = field(default_factory=dict)  # path -> seconds per 64 KiB sent
+    # path -> body bytes after which a drip-fed transfer waits for `release` (once): a test
+    # interrupts the client there, however busy the machine
+    stall_after: dict[str, int] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
     requests: list[Request] = field(default_factory=list)
     read_only_tokens: set[str] = field(default_factory=set)
     before_commit: Callable[[FakeRepo], None] | None = None
@@ -647,8 +652,12 @@ def _make_handler(hub: HubServer):
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
+                stall = hub.stall_after.pop(key, None) if key is not None else None
                 try:
                     for i in range(0, len(data), 65536):
+                        if stall is not None and i >= stall:
+                            hub.release.wait(120)
+                            stall = None
                         self.wfile.write(data[i : i + 65536])
                         self.wfile.flush()
                         time.sleep(delay)

@@ -312,6 +312,9 @@ def test_cli_interrupted_transfer_resumes_next_run(hub: HubServer, tmp_path: Pat
     padding = zstandard.ZstdCompressor(level=1).compress(os.urandom(24 * 1024 * 1024))
     hub.repo.files[ARCHIVE] = hub.repo.files[ARCHIVE] + padding
     hub.slow[ARCHIVE] = 0.01  # 64 KiB per 10 ms: a few seconds in all
+    # The server holds the transfer after 12 MiB until the signal is sent: at load 30 the whole
+    # archive once arrived between two polls of the part file, and the run exited 0.
+    hub.stall_after[ARCHIVE] = 12 * 1024 * 1024
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"))
     local = tmp_path / "ld"
@@ -325,6 +328,7 @@ def test_cli_interrupted_transfer_resumes_next_run(hub: HubServer, tmp_path: Pat
         time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
+    hub.release.set()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     parts = list(part_dir.glob("*.part"))
