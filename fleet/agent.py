@@ -255,8 +255,9 @@ class HostAgent:
                 self._live.discard(session)
             return _error("infra", f"{type(exc).__name__}: {exc}"[:400])
         with self._lock:
+            freed = session in self._live
             self._live.discard(session)
-        return {"ok": True}
+        return {"ok": True, "freed": freed}
 
     # ------------------------------------------------------------------ web tasks
 

@@ -162,6 +162,14 @@ class FleetEngine:
 
     # ------------------------------------------------------------------ placement
 
+    def _adjust_free(self, host: str, delta: int) -> None:
+        """Keep the cached view's free slots of `host` in step with a seed placed or a rollout
+        ended through this router: a group's next seed within HOSTS_TTL_S of an end would
+        otherwise pass over its home host as full and spill (seen in a suite run)."""
+        with self._lock:
+            if self._view is not None and "free" in self._view[2].get(host, {}):
+                self._view[2][host]["free"] = max(0, int(self._view[2][host]["free"]) + delta)
+
     def _candidates(self, task_id: str) -> list[str]:
         """Hosts to try, the task's home first (if it has a free slot), then by most free slots."""
         found, info = self.view()
@@ -207,6 +215,7 @@ class FleetEngine:
                     continue
                 kind = answer.get("error")
                 if kind is None:
+                    self._adjust_free(host, -1)
                     with self._lock:
                         self.stats["placed"] += 1
                         if host != tried_home:
@@ -304,6 +313,8 @@ class FleetEngine:
                 continue  # the host is gone, and the rollout's computer with it
             if answer.get("error") == "session" and token and self._incarnation(host) == token[1]:
                 raise SessionError(answer.get("detail", ""))
+            if answer.get("freed"):
+                self._adjust_free(host, +1)
 
     # ------------------------------------------------------------------ status and teardown
 

@@ -198,10 +198,11 @@ def test_a_spilled_seed_copies_the_golden_through_the_registry(fleet, router):
         res = router.verify("s-copy-x", g)
         assert (res.reward, res.mask_sample) == (1.0, False), res
         router.end("s-copy-x", g)
+        router.view(fresh=True)  # cached with h1 full: the ends below free its slots in it too
     finally:
         for s, g0 in held:
             router.end(s, g0)
-    held = _fill_h1(router, broken, "s-broken")
+    held = _fill_h1(router, broken, "s-broken")  # at once: its first seed must still find h1
     try:
         import urllib.request
 
