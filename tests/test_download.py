@@ -317,6 +317,9 @@ def test_cli_interrupted_transfer_resumes_next_run(hub: HubServer, tmp_path: Pat
     hub.stall_after[ARCHIVE] = 12 * 1024 * 1024
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
     env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / "hfhome"))
+    # The client waits on the held transfer instead of timing out (10 s by default) and resuming
+    # it by itself, as it once did at load before the test's poll saw the part file.
+    env["HF_HUB_DOWNLOAD_TIMEOUT"] = "150"
     local = tmp_path / "ld"
     proc = popen("download", "--local-dir", local, env=env)
     part_dir = local / STATE_DIR / "partial"
