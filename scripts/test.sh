@@ -33,7 +33,8 @@ elif [ "$serial" = 1 ]; then
   rc=$?
 else
   # The NeMo Gym modules wait mostly on Gym's own servers, the rest mostly on desktops and
-  # probes: side by side on 2 cores they took 32 and 44 min, serially 59 (Dec 2 2026).
+  # probes: side by side on 2 cores a clean-clone run took 35.8 min wall (21 and 35 min), where
+  # the serial run took 58.7 (Dec 2 2026).
   mkdir -p out
   gym_log=out/test-gym.log
   echo "shinken: the NeMo Gym tests run beside the rest; their output: $gym_log" >&2

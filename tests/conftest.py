@@ -25,10 +25,10 @@ GYM_FIXTURES = {"gym_env", "gym_examples", "gym_runner", "gym_workspace"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gym_paths = {Path(str(i.fspath)) for i in items if GYM_FIXTURES & set(getattr(i, "fixturenames", ()))}
-    gym_paths |= {p for p in {Path(str(i.fspath)) for i in items} if "gym_harness" in p.read_text()}
+    gym_paths = {i.path for i in items if GYM_FIXTURES & set(getattr(i, "fixturenames", ()))}
+    gym_paths |= {p for p in {i.path for i in items} if "gym_harness" in p.read_text()}
     for item in items:
-        if Path(str(item.fspath)) in gym_paths:
+        if item.path in gym_paths:
             item.add_marker(pytest.mark.gym)
 
 
