@@ -46,7 +46,7 @@ from shinken.images.build import (
 from shinken.mockweb.manifest import HUB_SCHEMA, LABEL_HUB_MANIFEST
 from shinken.mockweb.apps import MockApp, discover_apps, select_apps, source_files, source_hash
 from shinken.mockweb.registry import DEFAULT_REGISTRY, NpmConfig, Rewrite, npm_config, rewrite_lockfile
-from shinken.sandbox.docker_client import create_container
+from shinken.sandbox.docker_client import create_container, patient_api
 from shinken.sandbox.ownership import labels_for
 
 HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
@@ -275,6 +275,28 @@ def direct_script(folder: Path, name: str) -> str | None:
     return script
 
 
+class ErrorLines:
+    """The lines of a build's output that name what went wrong (the first `limit`), for the
+    summary table. An error line that ends with ':' keeps the line after it, which holds the
+    message (vite/rollup: `error during build:` then `src/x.jsx (4:13): "XitHub" is not
+    exported by ...`, a line no error pattern matches)."""
+
+    def __init__(self, limit: int = 40) -> None:
+        self.lines: list[str] = []
+        self.limit = limit
+        self._more = False
+
+    def take(self, line: str) -> None:
+        if len(self.lines) >= self.limit:
+            return
+        if self._more:
+            self.lines.append(line)
+            self._more = False
+        elif _ERROR_LINE.search(line) or _FAILED_LINE.search(line):
+            self.lines.append(line)
+            self._more = line.rstrip().endswith(":")
+
+
 def first_error_line(lines: list[str]) -> str:
     """The line of a build log that says what went wrong first: npm's first message line
     (past its bare `code`/`errno` lines), else the first line naming an error, else the last."""
@@ -340,11 +362,8 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     engine_errors = (docker.errors.APIError, requests.exceptions.RequestException)
     # A build's engine calls get a patient read timeout: committing a large app took 27 s at load
     # 15 and over the SDK's 60 s at load 20-60 (the commit went on in the engine: the next try
-    # found the image). A shallow copy shares the client's connection pool; only its timeout differs
-    # (copy.copy would go through requests.Session's pickling state, which drops the SDK's fields).
-    api = object.__new__(type(client.api))
-    api.__dict__.update(client.api.__dict__)
-    api.timeout = max(float(client.api.timeout or 0), ENGINE_PATIENCE_S)
+    # found the image).
+    api = patient_api(client, ENGINE_PATIENCE_S)
     npm_cache.mkdir(parents=True, exist_ok=True)
     ca_file = cache_root() / "hub-ca.pem"
     ca_file.write_bytes(ca_pem)
@@ -389,7 +408,8 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
                                  "Docker engine answers again)") from None
     tail: list[str] = []
-    errors: list[str] = []  # the first lines that name an error, for the summary table
+    found = ErrorLines()  # the first lines that name an error, for the summary table
+    errors = found.lines
     phases: dict[str, float] = {}
     try:
         api.start(cid)
@@ -412,8 +432,7 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                 phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
             elif line.strip():
                 tail = (tail + [line])[-30:]
-                if len(errors) < 40 and (_ERROR_LINE.search(line) or _FAILED_LINE.search(line)):
-                    errors.append(line)
+                found.take(line)
                 _say(progress, f"[{app.name}] {line}")
 
         with open(log_path, "a", encoding="utf-8") as log:

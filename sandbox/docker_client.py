@@ -37,6 +37,18 @@ def connect(timeout: float | None = None) -> docker.DockerClient:
     return client
 
 
+def patient_api(client: docker.DockerClient, read_timeout_s: float) -> Any:
+    """The client's low-level API with a read timeout of at least read_timeout_s, sharing the
+    client's connection pool: for engine calls that may legitimately run for minutes (a large
+    commit on a starved machine) without changing the timeout of everything else. A shallow
+    copy of its fields: copy.copy would go through requests.Session's pickling state, which
+    drops the SDK's own fields."""
+    api = object.__new__(type(client.api))
+    api.__dict__.update(client.api.__dict__)
+    api.timeout = max(float(client.api.timeout or 0), read_timeout_s)
+    return api
+
+
 def find_image(client: docker.DockerClient, ref: str) -> str | None:
     """The id `ref` (a tag or an id) names now, or None when there is no such image."""
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shinken.errors import ShinkenError
-from shinken.mockweb.build import first_error_line
+from shinken.mockweb.build import ErrorLines, first_error_line
 from shinken.mockweb.registry import DEFAULT_REGISTRY, configured_registry, npm_config, rewrite_lockfile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +101,24 @@ def test_the_first_error_line_of_a_build_log() -> None:
     assert first_error_line(node).startswith("You are using Node.js 18.20.4. Vite requires Node.js version 20.19+")
     assert first_error_line(["x", "TypeError: y is not a function", "z"]) == "TypeError: y is not a function"
     assert first_error_line(["all good", "exit 3"]) == "exit 3"
+    # What a build keeps of its output (a vite build of the public hub's github app, as logged):
+    # the message line after `error during build:` names no error, yet it is the one that says what broke.
+    rollup = ["> vite build", "vite v5.4.21 building for production...", "transforming...", "✓ 2772 modules transformed.",
+              "x Build failed in 3.65s", "error during build:",
+              'src/components/Layout.jsx (4:13): "XitHub" is not exported by "node_modules/lucide-react/dist/esm/lucide-react.js", '
+              'imported by "src/components/Layout.jsx".',
+              "file: /hub/apps/github/src/components/Layout.jsx:4:13", "",
+              "    at getRollupError (file:///hub/apps/github/node_modules/rollup/dist/es/shared/parseAst.js:401:41)"]
+    kept = ErrorLines()
+    for line in rollup:
+        kept.take(line)
+    assert kept.lines[:3] == rollup[4:7], kept.lines
+    assert '"XitHub" is not exported' in first_error_line(kept.lines)
+    assert first_error_line(kept.lines).startswith("error during build: src/components/Layout.jsx (4:13)")
+    few = ErrorLines(limit=2)
+    for line in ["error one:", "its message", "error two"]:
+        few.take(line)
+    assert few.lines == ["error one:", "its message"]
     assert first_error_line([]) == "no output"
 
 
