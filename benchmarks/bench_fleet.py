@@ -641,8 +641,14 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
         time.sleep(2)
         above = phase("above", groups_above, 0.5)
         time.sleep(1)
-        cids = [c["Id"] for c in client.api.containers(filters={"label": [f"shinken.task={bundle.id}"]})][:2]
-        costs = [container_costs(client, c) for c in cids]
+        costs = []
+        for c in client.api.containers(filters={"label": [f"shinken.task={bundle.id}"]}):
+            try:  # a pool turns its computers over: one listed a moment ago may be gone (empty stats)
+                costs.append(container_costs(client, c["Id"]))
+            except (docker_sdk.errors.APIError, ValueError):
+                continue
+            if len(costs) == 2:
+                break
         return {"tier": tier, "task": bundle.id, "group": group, "parallel": parallel, "slots": slots,
                 "utilisation_rated": round(utilisation, 2), "cold": cold, "prewarm": prewarm,
                 "prewarm_s": round(prewarm_s, 1), "rated": rated, "above": above,

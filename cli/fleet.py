@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from shinken.cli.common import ImageOpt, JsonFlag, Output, add_command, group
-from shinken.computer.settings import DEFAULTS
+from shinken.computer.settings import FLEET_DEMAND_POOLS
 
-DEMAND_DEFAULT = DEFAULTS.demand_pools
+DEMAND_DEFAULT = FLEET_DEMAND_POOLS
 
 app = group("A fleet of Docker hosts on Ray: join this machine, see the hosts, leave.")
 
@@ -37,7 +37,7 @@ def join(
     image: ImageOpt = "shinken/sandbox-cua:latest",
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", min=0, help="CPUs this Ray node advertises (default: Ray's count).")] = None,
     pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
-    demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); the default is the server's (computer/settings.py).")] = DEMAND_DEFAULT,
+    demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); on by default for fleet hosts (computer/settings.py).")] = DEMAND_DEFAULT,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
     hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
     json_out: JsonFlag = False,
@@ -73,6 +73,8 @@ def status(address: AddressOpt, json_out: JsonFlag = False) -> None:
         if "error" not in i:
             row.update({k: i[k] for k in ("slots", "used", "free", "sessions", "goldens", "image", "image_id",
                                           "load1", "seeds", "refused_full")})
+            if i.get("pools"):
+                row["pools"] = i["pools"]
             if i.get("warm"):
                 row["warm"] = i["warm"]
         rows.append(row)
@@ -80,13 +82,13 @@ def status(address: AddressOpt, json_out: JsonFlag = False) -> None:
     check_own("fleet_status", doc, "fleet status")
 
     def render() -> None:
-        table = Table("host", "up", "slots used/free", "sessions", "goldens", "warm ready/target", "load", "image",
+        table = Table("host", "up", "slots used/free", "sessions", "goldens", "pools", "warm ready/target", "load", "image",
                       "problem")
         for r in rows:
             warm = r.get("warm") or {}
             table.add_row(r["host"], "yes" if r["up"] else "NO",
                           f"{r.get('used', '-')}/{r.get('free', '-')}", str(r.get("sessions", "-")),
-                          str(len(r.get("goldens", []))),
+                          str(len(r.get("goldens", []))), r.get("pools", "-"),
                           f"{sum(w.get('ready', 0) for w in warm.values())}/{sum(w.get('size', 0) for w in warm.values())}"
                           if warm else "-", str(r.get("load1", "-")),
                           (r.get("image_id") or "-")[7:19], r["error"] or "")

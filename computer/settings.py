@@ -39,6 +39,13 @@ class ServerSettings:
 
 DEFAULTS = ServerSettings()
 
+# A fleet host keeps demand pools by default (`fleet join --no-demand-pools` turns them off): its
+# warm computers are bounded by the slots it declared (a warm computer never takes a slot a
+# rollout needs) and its agent outlives the servers that use it, so a pool is not cut short by a
+# server's stop; what a pool costs is in docs/fleet.md's capacity model. The local engine above
+# keeps them off (DEFAULTS.demand_pools).
+FLEET_DEMAND_POOLS = True
+
 # field -> (server config key, environment variable), in the config's order.
 KNOBS: dict[str, tuple[str, str]] = {
     "pool_size": ("shinken_pool_size", "SHINKEN_POOL_SIZE"),

@@ -66,12 +66,12 @@ class HostAgent:
 
             web = web_plan(hub_image, None)
         factory = engine_factory or ComputerEngine
-        # Warm computers per task sized from its seeds, within this host's free slots (the server's
-        # default, computer/settings.py); a fixed pool_size > 0 instead wins.
+        # Warm computers per task sized from its seeds, within this host's free slots (on by default
+        # for a fleet host, computer/settings.py); a fixed pool_size > 0 instead wins.
         if demand_pools is None:
-            from shinken.computer.settings import DEFAULTS
+            from shinken.computer.settings import FLEET_DEMAND_POOLS
 
-            demand_pools = DEFAULTS.demand_pools
+            demand_pools = FLEET_DEMAND_POOLS
         extra: dict[str, Any] = {"demand_pools": False}
         if demand_pools and pool_size == 0:
             from shinken.computer.demand import DemandPolicy
@@ -120,7 +120,14 @@ class HostAgent:
                 "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),
                 "image": self.engine.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
                 "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1),
-                "warm": self._warm(), **self.stats, **self._copies()}
+                "pools": self._pool_mode(), "warm": self._warm(), **self.stats, **self._copies()}
+
+    def _pool_mode(self) -> str:
+        """How this host keeps warm computers: demand (sized from the seeds), fixed K per golden, or off."""
+        if getattr(self.engine, "demand", None) is not None:
+            return "demand"
+        size = int(getattr(self.engine, "pool_size", 0) or 0)
+        return f"fixed {size}" if size else "off"
 
     def _copies(self) -> dict[str, Any]:
         """Goldens copied through the registry, built here, pushed (fleet/golden_copy.py); {} without a registry."""

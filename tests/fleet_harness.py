@@ -538,7 +538,9 @@ class FleetBox:
         """`shinken fleet join` of each host in turn (name -> DOCKER_HOST); name -> its --json.
         One at a time, so one node's fixed startup windows are not shared with another's start;
         `--num-cpus 0`: the agents need no CPU resource, and a node with CPUs prestarts as many
-        Python workers at the moment its agents start."""
+        Python workers at the moment its agents start. `--no-demand-pools`: the Gym test counts
+        every fork and pool container the agents own once the servers stopped, and a live agent's
+        warm computers would count (fleet hosts keep demand pools by default)."""
         import shlex
 
         out = {}
@@ -546,7 +548,7 @@ class FleetBox:
             ray_args = f"{RAY_ARGS} --node-ip-address=127.0.0.1 {self.node_ports()}"
             r = self.exec(f"SHINKEN_RAY_START_ARGS={shlex.quote(ray_args)} "
                           f"{self.venv}/bin/python -m shinken.cli.main fleet join --address {self.address} "
-                          f"--name {name} --slots {slots} --image {image} --num-cpus 0 "
+                          f"--name {name} --slots {slots} --image {image} --num-cpus 0 --no-demand-pools "
                           f"--start-attempts {START_ATTEMPTS} --json", env={"DOCKER_HOST": docker_host})
             if r.returncode != 0:
                 raise RuntimeError(f"join {name}: exit {r.returncode}: {r.stderr[-2000:]}\n{self.node_logs(name)}")

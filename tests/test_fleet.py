@@ -141,6 +141,7 @@ def test_status_shows_every_host_with_the_same_image(fleet, joined, linux_image)
     ids = {h["image_id"] for h in hosts.values()}
     assert all(h["up"] and h["slots"] == 2 for h in hosts.values()), hosts
     assert len(ids) == 1
+    assert {h["pools"] for h in hosts.values()} == {"off"}, hosts  # joined with --no-demand-pools (the module's fixture)
 
 
 def test_rollouts_land_on_home_host_and_a_full_home_spills(fleet, router):
@@ -507,10 +508,11 @@ def test_leave_releases_the_host(fleet, router):
 
 
 def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
-    """A host agent with --demand-pools (in this process, on the machine's engine: no Ray needed
-    for the agent's own bookkeeping): a group of 2 seeds wants 2 warm computers, but with 3 slots
-    and 2 rollouts live only 1 slot is free, so 1 is kept; once the rollouts end, 2. Pooled
-    computers serve the next group."""
+    """A host agent with its default pools (demand pools: a fleet host keeps them unless joined
+    with --no-demand-pools; in this process, on the machine's engine: no Ray needed for the agent's
+    own bookkeeping): a group of 2 seeds wants 2 warm computers, but with 3 slots and 2 rollouts
+    live only 1 slot is free, so 1 is kept; once the rollouts end, 2. Pooled computers serve the
+    next group."""
     from shinken.bundles.loader import load_bundle
     from shinken.fleet.agent import HostAgent
     from shinken.fleet.nodes import bundle_payload
@@ -518,8 +520,9 @@ def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
     tid = f"fleet-demand-{uuid.uuid4().hex[:8]}"
     _task(tmp_path, tid)
     bundle = load_bundle(tmp_path / tid)
-    agent = HostAgent("demand", 3, linux_image, demand_pools=True)
+    agent = HostAgent("demand", 3, linux_image)
     try:
+        assert agent.info()["pools"] == "demand"
         agent.add_task(bundle_payload(bundle))
 
         def group(tag: str) -> list[tuple[str, str]]:
