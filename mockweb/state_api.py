@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -26,6 +27,11 @@ import uuid
 from typing import Any
 
 TIMEOUT_S = 60.0  # the hub starts an app on first use (a few seconds); then calls take ms
+# A name lookup that fails for now (EAI_AGAIN: the resolver did not answer; Docker's embedded DNS of
+# a container just started, at load) is tried again for this long before the hub counts as
+# unreachable; a name that does not exist fails at once. The request never left, so a POST is
+# safe to send again.
+DNS_PATIENCE_S = 15.0
 RECORD_SCHEMA = "shinken.hub_state/1"
 SETTLE_S = 0.5  # the state is settled when two reads this far apart agree ...
 SETTLE_MAX_S = 15.0  # ... or after this long (a page that keeps saving)
@@ -38,6 +44,11 @@ class StateApiError(Exception):
     def __init__(self, message: str, kind: str = "contract") -> None:
         super().__init__(message)
         self.kind = kind
+
+
+def _lookup_failed_for_now(reason: Any) -> bool:
+    """True for a name lookup that may succeed when asked again (EAI_AGAIN)."""
+    return isinstance(reason, socket.gaierror) and reason.errno == socket.EAI_AGAIN
 
 
 class StateClient:
@@ -57,13 +68,21 @@ class StateClient:
         req = urllib.request.Request(self._url(path, sid), data=body, method=method)
         if body is not None:
             req.add_header("Content-Type", content_type)
-        try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
-                return resp.status, resp.read()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read()
-        except (urllib.error.URLError, OSError) as exc:
-            raise StateApiError(f"{self.base}{path}: {getattr(exc, 'reason', exc)}", "unreachable") from None
+        deadline = time.monotonic() + DNS_PATIENCE_S
+        pause = 0.25
+        while True:
+            try:
+                with self._opener.open(req, timeout=self.timeout) as resp:
+                    return resp.status, resp.read()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read()
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                if _lookup_failed_for_now(reason) and time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 2.0)
+                    continue
+                raise StateApiError(f"{self.base}{path}: {reason}", "unreachable") from None
 
     def _json(self, method: str, path: str, sid: str | None, body: Any = None) -> tuple[int, Any]:
         status, data = self._call(method, path, sid, None if body is None else json.dumps(body).encode())

@@ -252,6 +252,47 @@ def test_record_and_restore_round_trip(mock_url: str, tmp_path: Path) -> None:
     assert exc.value.kind == "unreachable"
 
 
+def test_a_name_lookup_that_fails_for_now_is_asked_again(mock_url: str, monkeypatch) -> None:
+    """Docker's embedded DNS of a container just started can fail a lookup for now (EAI_AGAIN,
+    seen in a suite run at load: `cua-gym-mailbox: Temporary failure in name resolution`, the
+    rollout masked). The guest's client asks again for a while; a name that does not exist fails
+    at once. Real HTTP to the loopback mock; only the lookups of the test's host name are scripted."""
+    import socket
+    import time
+
+    from shinken.mockweb import state_api
+
+    port = int(mock_url.rsplit(":", 1)[1])
+    real = socket.getaddrinfo
+    failures = {"again": 2}
+
+    def lookup(host, *args, **kwargs):
+        if host == "hub-soon.test":
+            if failures["again"] > 0:
+                failures["again"] -= 1
+                raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+            return real("127.0.0.1", *args, **kwargs)
+        if host == "hub-never.test":
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        if host == "hub-none.test":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    c = StateClient(f"http://hub-soon.test:{port}")
+    c.set("dns", {"n": 1})  # a POST: sent once the name resolved
+    assert failures["again"] == 0 and _Mock.states["dns"]["current"] == {"n": 1}
+    t0 = time.monotonic()
+    with pytest.raises(StateApiError) as exc:
+        StateClient(f"http://hub-none.test:{port}").go("x")
+    assert exc.value.kind == "unreachable" and time.monotonic() - t0 < 1.0
+    monkeypatch.setattr(state_api, "DNS_PATIENCE_S", 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(StateApiError, match="Temporary failure") as exc:
+        StateClient(f"http://hub-never.test:{port}").go("x")
+    assert exc.value.kind == "unreachable" and 0.5 <= time.monotonic() - t0 < 3.0
+
+
 def test_the_reset_guest_command_resets_the_sid_in_every_recorded_app(mock_url: str, tmp_path: Path, capsys) -> None:
     """What the vandal probe runs in a web task's fork: the State API's `reset` for the fork's sid in
     each app the golden recorded state in; the other sids keep theirs."""
