@@ -11,8 +11,6 @@ from rich.table import Table
 from shinken.cli.common import ImageOpt, JsonFlag, Output, add_command, group
 from shinken.computer.settings import FLEET_DEMAND_POOLS
 
-DEMAND_DEFAULT = FLEET_DEMAND_POOLS
-
 app = group("A fleet of Docker hosts on Ray: join this machine, see the hosts, leave.")
 
 STATUS_SCHEMA = "shinken.fleet_status/1"
@@ -37,7 +35,7 @@ def join(
     image: ImageOpt = "shinken/sandbox-cua:latest",
     num_cpus: Annotated[Optional[int], typer.Option("--num-cpus", min=0, help="CPUs this Ray node advertises (default: Ray's count).")] = None,
     pool_size: Annotated[int, typer.Option("--pool-size", min=0, help="Warm computers kept per golden on this host (a fixed number; see --demand-pools).")] = 0,
-    demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); on by default for fleet hosts (computer/settings.py).")] = DEMAND_DEFAULT,
+    demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); on by default for fleet hosts (computer/settings.py).")] = FLEET_DEMAND_POOLS,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
     hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
     json_out: JsonFlag = False,

@@ -408,8 +408,7 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
         raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
                                  "Docker engine answers again)") from None
     tail: list[str] = []
-    found = ErrorLines()  # the first lines that name an error, for the summary table
-    errors = found.lines
+    errors = ErrorLines()  # the first lines that name an error, for the summary table
     phases: dict[str, float] = {}
     try:
         api.start(cid)
@@ -432,7 +431,7 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                 phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
             elif line.strip():
                 tail = (tail + [line])[-30:]
-                found.take(line)
+                errors.take(line)
                 _say(progress, f"[{app.name}] {line}")
 
         with open(log_path, "a", encoding="utf-8") as log:
@@ -443,14 +442,14 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                     log.write(line + "\n")
                     take(line.rstrip("\r"))
                 if time.monotonic() > deadline:
-                    raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors + tail)
+                    raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors.lines + tail)
             if pending:
                 line = scrub(pending.decode("utf-8", "replace"))
                 log.write(line + "\n")
                 take(line)
         code = api.exec_inspect(ex["Id"]).get("ExitCode")
         if code != 0:
-            raise failed(f"npm build of {app.name} failed (exit {code})", errors + tail if errors else tail)
+            raise failed(f"npm build of {app.name} failed (exit {code})", errors.lines + tail if errors.lines else tail)
         repo, version = tag.split(":")
         img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
         tc = time.monotonic()
