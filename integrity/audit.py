@@ -95,11 +95,14 @@ def run_battery(image: str, attacks: tuple[Attack, ...], *, parallel: int = 2, s
     prov = provider or DockerProvider(run_id="audit", judge=AUDIT_JUDGE)
     try:
         with tempfile.TemporaryDirectory(prefix="shinken-audit-", dir=workdir) as tmp:
-            bundle = canary.write(Path(tmp))
-            golden = prov.ensure_golden(bundle, prov.resolve_image(image))
+            base = prov.resolve_image(image)
+            canaries: dict[bool, tuple[Golden, Bundle]] = {}
+            for desktop in sorted({a.desktop for a in attacks}):
+                bundle = canary.write(Path(tmp), desktop=desktop)
+                canaries[desktop] = (prov.ensure_golden(bundle, base), bundle)
             runs = [(a, s) for a in attacks for s in ((False, True) if solved else (False,))]
             with ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="audit") as pool:
-                futures = [pool.submit(run_attack, prov, golden, bundle, a, solved=s) for a, s in runs]
+                futures = [pool.submit(run_attack, prov, *canaries[a.desktop], a, solved=s) for a, s in runs]
                 out = []
                 for f in futures:
                     o = f.result()

@@ -12,6 +12,8 @@ from shinken.bundles.loader import load_bundle
 from shinken.bundles.model import Bundle
 
 TASK_ID = "shinken-canary"
+DESKTOP_TASK_ID = "shinken-canary-desktop"  # the same, with a terminal the setup leaves open
+TERMINAL_TITLE = "canary-terminal"
 ANSWER = "/home/user/canary.txt"
 SOLVED_TEXT = "canary solved"
 # What a solution runs (as the task's user, like the policy's computer_exec).
@@ -45,24 +47,34 @@ echo 'the answer goes in canary.txt' > /home/user/notes/todo.txt
 """
 
 
-def config() -> dict[str, object]:
+def config(desktop: bool = False) -> dict[str, object]:
+    steps: list[dict[str, object]] = [
+        {"type": "download", "parameters": {"files": [{"url": "./initial_setup.sh", "path": "/home/user/initial_setup.sh"}]}},
+        {"type": "execute", "parameters": {"command": ["bash", "/home/user/initial_setup.sh"]}},
+    ]
+    if desktop:  # a terminal on the desktop, as the release's shell tasks leave one
+        # A fixed title (the shell's prompt may not retitle it): forks show what the golden showed.
+        steps.append({"type": "launch", "parameters": {"command": ["xterm", "-T", TERMINAL_TITLE, "-xrm",
+                                                                   "XTerm*allowTitleOps: false"]}})
+        steps.append({"type": "sleep", "parameters": {"seconds": 1}})
     return {
-        "id": TASK_ID,
+        "id": DESKTOP_TASK_ID if desktop else TASK_ID,
+        # the terminal is started again on every fork (its launch step replayed), unchecked: the
+        # canary is about the reward, not the start state
+        **({"shinken_state_fidelity": "filesystem"} if desktop else {}),
         "instruction": f"Write the words '{SOLVED_TEXT}' into {ANSWER}.",
         "app_type": "os",
-        "config": [
-            {"type": "download", "parameters": {"files": [{"url": "./initial_setup.sh", "path": "/home/user/initial_setup.sh"}]}},
-            {"type": "execute", "parameters": {"command": ["bash", "/home/user/initial_setup.sh"]}},
-        ],
+        "config": steps,
         "evaluator": {"type": "python", "url": "./reward.py"},
     }
 
 
-def write(root: Path) -> Bundle:
-    """The canary's bundle folder under `root` (created), loaded."""
-    folder = root / TASK_ID
+def write(root: Path, *, desktop: bool = False) -> Bundle:
+    """The canary's bundle folder under `root` (created), loaded; `desktop`: the variant with a
+    terminal open on the desktop."""
+    folder = root / (DESKTOP_TASK_ID if desktop else TASK_ID)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config(), indent=2) + "\n", encoding="utf-8")
+    (folder / "config.json").write_text(json.dumps(config(desktop), indent=2) + "\n", encoding="utf-8")
     (folder / "reward.py").write_text(REWARD, encoding="utf-8")
     (folder / "initial_setup.sh").write_text(SETUP, encoding="utf-8")
     return load_bundle(folder)

@@ -45,9 +45,9 @@ class DockerFork(Container):
         # launch_s and wait_s (first_window_s of it until any window showed; settle_s of it from the
         # golden's windows showing to the relaunched apps going idle), or setup_s.
         self.start_timings: dict[str, float] = {}
-        # The computer's uptime (s) when it was ready for the policy (mark_handed_out); None when
-        # shinken started nothing in it as a non-root user (every such process is the policy's).
-        self.handed_out_at: float | None = None
+        # The processes shinken started in it before the hand-out (mark_handed_out), kept through
+        # verify; empty when it started none as a non-root user (every such process is the policy's).
+        self.kept: frozenset[verifier.Identity] = frozenset()
         self.seal: verifier.Seal | None = None  # what the last verify stopped and kept
 
     def reset_web_state(self) -> list[str]:
@@ -59,9 +59,10 @@ class DockerFork(Container):
         return self._provider.web.reset(self, self.web_sid)
 
     def mark_handed_out(self) -> None:
-        """Remember the moment this computer is ready for the policy: what runs from then on as
-        another user than root is the policy's, and is stopped before the reward (verifier.seal)."""
-        self.handed_out_at = verifier.uptime(self)
+        """Remember what shinken started in this computer before the policy gets it (the desktop,
+        the task's apps): everything else run as another user than root is the policy's, and is
+        stopped before the reward (verifier.SEAL)."""
+        self.kept = verifier.handed_out(self)
 
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig (as the task's user, the policy's processes still running: the
@@ -90,7 +91,7 @@ class DockerFork(Container):
                 tmp.update(files)
             verifier.place(self, rp.read_bytes(), extra, tmp)
             t1 = time.monotonic()
-            self.seal, res = verifier.run(self, self.handed_out_at, verifier.environment(self), timeout)
+            self.seal, res = verifier.run(self, self.kept, verifier.environment(self), timeout)
         finally:
             if relay is not None and token is not None:
                 relay.revoke(token)

@@ -45,34 +45,55 @@ HOME = f"{guest.REWARD_DIR}/home"  # the verifier's own, empty, its working fold
 VERIFY_AS = ("setpriv", f"--reuid={guest.VERIFIER_UID}", f"--regid={guest.VERIFIER_UID}", "--clear-groups",
              "--inh-caps=-all,+dac_override", "--ambient-caps=-all,+dac_override", "--")
 
-# As root (python3 -I -S: no site, no working folder on sys.path). argv: the uptime (s) when the
-# computer was handed out, or -1 when shinken started nothing in it as another user; the token its
-# report line starts with. A process's
-# uids come from /proc/PID/status: a process that made itself non-dumpable shows root as the owner
-# of its /proc folder, never in its Uid line.
-SEAL = r"""
-import json, os, signal, sys, time
-since, token = float(sys.argv[1]), sys.argv[2]
-hz = os.sysconf('SC_CLK_TCK')
+# Guest Python shared by the hand-out record and the seal (run as root with python3 -I -S: no
+# site, no working folder on sys.path). A process is known by (pid, start time, name, command
+# line): a process the policy started has another pid or start time, one it made run something else
+# (exec) another name or command line. The name is the kernel's (comm: the executed file's name);
+# root here holds no CAP_SYS_PTRACE, so /proc/PID/exe of the user's processes is closed to it. A
+# process's uids come from /proc/PID/status: one that made itself non-dumpable shows root as the
+# owner of its /proc folder, never in its Uid line. Command interpreters (a terminal's shell,
+# python, ...) are never kept: the policy drives them.
+_PROCS = r"""
+import hashlib, json, os, re, signal, sys, time
+INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
+                         r'lua[0-9.]*|tclsh[0-9.]*|wish[0-9.]*|php[0-9.]*|R|Rscript|gdb|expect|tmux.*|screen|script)')
 me = os.getpid()
-def scan():
-    targets, kept = {}, []
+def procs():
+    out = {}
     for d in os.listdir('/proc'):
         if not d.isdigit() or int(d) == me:
             continue
         try:
             uids = next(l for l in open(f'/proc/{d}/status') if l.startswith('Uid:')).split()[1:]
             st = open(f'/proc/{d}/stat', 'rb').read()
+            cmd = open(f'/proc/{d}/cmdline', 'rb').read()
         except (OSError, StopIteration):
             continue
         rest = st[st.rindex(b')') + 2:].split()
-        state, start = rest[0].decode(), int(rest[19]) / hz
-        if all(u == '0' for u in uids) or state in 'ZX':
+        if all(u == '0' for u in uids) or rest[0] in (b'Z', b'X'):
             continue
-        if start > since:
-            targets[int(d)] = state
+        name = st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
+        out[int(d)] = ([int(d), int(rest[19]), name, hashlib.sha256(cmd).hexdigest()[:16]], rest[0].decode(), name)
+    return out
+"""
+
+# At hand-out, as root: the identities of the processes shinken started (the desktop, the task's apps).
+HANDOUT = _PROCS + r"""
+print(json.dumps([ident for ident, _, name in procs().values() if not INTERPRETER.fullmatch(name)]))
+"""
+
+# At verify, as root. argv: the hand-out's identities (JSON), the token its report line starts with.
+# Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops growing),
+# then killed.
+SEAL = _PROCS + r"""
+keep, token = {tuple(x) for x in json.loads(sys.argv[1])}, sys.argv[2]
+def scan():
+    targets, kept = {}, []
+    for pid, (ident, state, name) in procs().items():
+        if tuple(ident) in keep:
+            kept.append(name)
         else:
-            kept.append(st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace'))
+            targets[pid] = state
     return targets, kept
 deadline = time.monotonic() + 10
 frozen = set()
@@ -92,19 +113,20 @@ for p in frozen:
         os.kill(p, signal.SIGKILL)
     except OSError:
         pass
-while time.monotonic() < deadline:
-    left, _ = scan()
-    if not left:
-        break
+# Until two scans 20 ms apart find none: what a kept app spawns as its child dies goes too.
+quiet = 0
+while quiet < 2 and time.monotonic() < deadline:
+    left, kept = scan()
+    quiet = 0 if left else quiet + 1
     for p in left:
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    time.sleep(0.01)
-left, kept = scan()
+    time.sleep(0.02)
 print(token, json.dumps({'stopped': len(frozen), 'left': len(left), 'kept': sorted(set(kept)),
-                         'display': os.path.exists('/tmp/.X11-unix/X0')}))
+                         'display': os.path.exists('/tmp/.X11-unix/X0')}), flush=True)
+sys.exit(3 if left else 0)
 """
 
 
@@ -113,7 +135,7 @@ class Seal:
     """What sealing a computer did: how many of the policy's processes were stopped, which
     programs were kept (started before the hand-out), whether a display is up for the reward."""
 
-    stopped: int
+    stopped: int  # -1: not known (the reward's output pushed the report out of the kept tail)
     kept: tuple[str, ...]
     display: bool
 
@@ -121,9 +143,13 @@ class Seal:
         return f"stopped {self.stopped} process(es); kept {', '.join(self.kept) or 'none'}"
 
 
+SEAL_FAILED = 97  # the exec's status when the seal failed: nothing of the reward ran
+
+
 def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
-    """The seal's report (the line SEAL printed after `token`) and the run without it; InfraError
-    when the seal did not report (it failed, or left processes alive: masked, never scored)."""
+    """The seal's report (the line SEAL printed after `token`) and the run without it. InfraError
+    when the seal failed (masked, never scored): it left processes alive, or could not run. A
+    report the reward's own output pushed out of the kept tail only costs its figures."""
     text = res.output
     at = text.find(token + " ")
     doc = None
@@ -135,23 +161,28 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
         except ValueError:
             doc = None
         text = text[:at] + text[end + 1:]
-    if not isinstance(doc, dict):
-        raise InfraError(f"stopping the policy's processes before the reward failed (exit {res.exit_code}): "
-                         f"{res.output.strip()[-300:]}")
-    if doc.get("left"):
+    if isinstance(doc, dict) and doc.get("left"):
         raise InfraError(f"{doc['left']} of the policy's processes outlived the kill before the reward")
-    sealed = Seal(int(doc.get("stopped", 0)), tuple(doc.get("kept") or ()), bool(doc.get("display")))
+    if not isinstance(doc, dict) and res.exit_code == SEAL_FAILED:
+        raise InfraError(f"stopping the policy's processes before the reward failed: {res.output.strip()[-300:]}")
+    doc = doc if isinstance(doc, dict) else {}
+    sealed = Seal(int(doc.get("stopped", -1)), tuple(doc.get("kept") or ()), bool(doc.get("display")))
     return sealed, ExecResult(res.exit_code, text, res.timed_out, res.duration_s, res.truncated, res.oom_kills,
                               res.pids_limit_hits)
 
 
-def uptime(box: Container) -> float:
-    """The sandbox's clock for `seal`: seconds since boot, as /proc/PID/stat start times count."""
-    res = box.exec(["cat", "/proc/uptime"], timeout=30, user="root")
+Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's hash
+
+
+def handed_out(box: Container) -> frozenset[Identity]:
+    """The processes shinken started in the computer before handing it out (HANDOUT): what the
+    seal keeps. Interpreters are left out (a terminal's shell is the policy's to drive)."""
+    res = box.exec(["python3", "-I", "-S", "-c", HANDOUT], timeout=30, user="root")
     try:
-        return float(res.output.split()[0])
-    except (IndexError, ValueError):
-        raise InfraError(f"reading the computer's uptime failed: {res.output.strip()[-200:]}") from None
+        doc = json.loads(res.output.strip().splitlines()[-1])
+        return frozenset((int(p), int(t), str(e), str(h)) for p, t, e, h in doc)
+    except (IndexError, ValueError, TypeError):
+        raise InfraError(f"recording the computer's processes at hand-out failed: {res.output.strip()[-200:]}") from None
 
 
 def runner_source() -> bytes:
@@ -212,15 +243,14 @@ def environment(box: Container, extra: dict[str, str] | None = None) -> dict[str
 
 # The exec's first part, as root: SEAL (its report on stderr after a token), then the drop to the
 # verifier. A seal that fails ends the exec (97) before anything of the reward runs.
-_SEAL_THEN = 'python3 -I -S -c "$1" "$2" "$3" >&2 || exit 97; shift 3; exec "$@"'
+_SEAL_THEN = f'python3 -I -S -c "$1" "$2" "$3" >&2 || exit {SEAL_FAILED}; shift 3; exec "$@"'
 
 
-def run(box: Container, handed_out_at: float | None, env: dict[str, str], timeout: float) -> tuple[Seal, ExecResult]:
-    """Seal the computer and run reward.py (placed) as the verifier through the runner, in one exec;
-    the runner's output is the result."""
+def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout: float) -> tuple[Seal, ExecResult]:
+    """Seal the computer (every non-root process not in `keep` stopped) and run reward.py (placed) as
+    the verifier through the runner, in one exec; the runner's output is the result."""
     token = "__shinken_seal_" + secrets.token_hex(8)
-    since = str(-1.0 if handed_out_at is None else handed_out_at)
-    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, since, token, *VERIFY_AS)
+    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, json.dumps(sorted(keep)), token, *VERIFY_AS)
     argv = ["python3", "-I", "-B", f"{guest.REWARD_DIR}/{RUNNER}", f"{guest.REWARD_DIR}/{REWARD}"]
     res = box.exec(argv, timeout=timeout, user="root", env=env, workdir=HOME, kill_user_on_failure=True,
                    prefix=prefix, replace_env=True)
