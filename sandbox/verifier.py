@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import docker.errors
 
 from shinken.needs.reward import MARKER_PATTERN, NUMBER
-from shinken.sandbox import guest
+from shinken.sandbox import guest, reward_runner
 from shinken.sandbox.api import ExecResult, InfraError
 from shinken.sandbox.container import infra
 
@@ -187,7 +187,7 @@ def handed_out(box: Container) -> frozenset[Identity]:
 
 def runner_source() -> bytes:
     """sandbox/reward_runner.py with the score grammar's patterns of needs/reward.py."""
-    body = (Path(__file__).with_name("reward_runner.py")).read_text(encoding="utf-8")
+    body = Path(reward_runner.__file__).read_text(encoding="utf-8")  # imported: the workspace wheel carries it
     future = "from __future__ import annotations\n"  # must stay the file's first statement
     head, sep, rest = body.partition(future)
     return (head + sep + f"SHINKEN_MARKER = {MARKER_PATTERN!r}\nSHINKEN_NUMBER = {NUMBER!r}\n" + rest).encode()
