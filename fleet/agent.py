@@ -143,19 +143,28 @@ class HostAgent:
     # ------------------------------------------------------------------ tasks
 
     def has_task(self, name: str, bundle_hash: str) -> bool:
+        from shinken.bundles import wire
         from shinken.bundles.loader import load_bundle
 
-        folder = self.tasks_dir / name
+        try:
+            folder = self.tasks_dir / wire.component(name, "task folder name")
+        except ShinkenError:
+            return False
         return folder.is_dir() and load_bundle(folder).bundle_hash == bundle_hash
 
     def add_task(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Write a bundle sent by the router (probes.executors' payload) under this agent's task root."""
-        dest = self.tasks_dir / payload["name"]
-        tmp = self.tasks_dir / f".{payload['name']}.{secrets.token_hex(4)}"
-        tmp.mkdir(parents=True)
-        for name, data in payload["files"].items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / name).write_bytes(data)
+        """Write a bundle sent by the router (probes.executors' payload) under this agent's task
+        root: its folder and file names must be single path components (bundles/wire.py)."""
+        from shinken.bundles import wire
+
+        try:
+            name, files = wire.checked(payload)
+        except ShinkenError as exc:
+            return _error("task", str(exc))
+        dest = self.tasks_dir / name
+        tmp = self.tasks_dir / f".{name}.{secrets.token_hex(4)}"
+        tmp.mkdir()
+        wire.write_files(tmp, files)
         with self._lock:
             if dest.exists():
                 shutil.rmtree(dest)
