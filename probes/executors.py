@@ -195,8 +195,16 @@ class RayExecutor:
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
                                       "include_dashboard": False, "configure_logging": False}
             if self.address:
+                from shinken.fleet.cluster import check_head
+
+                check_head(self.address)
                 kwargs["address"] = self.address
             else:
+                from shinken.fleet import ray_auth
+
+                # Token mode for the local cluster too (its ports listen on every interface); Ray
+                # makes ~/.ray/auth_token when there is none.
+                ray_auth.apply(ray_auth.auth_env(token_required=False))
                 # "local": always a fresh instance, never a cluster `ray start` left on this host.
                 kwargs["address"] = "local"
                 kwargs["num_cpus"] = self.num_cpus or max(self.concurrency, 1)
