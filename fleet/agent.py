@@ -80,9 +80,10 @@ class HostAgent:
         self.copier = None
         if registry:  # goldens this host lacks come from the registry when another host pushed them
             from shinken.fleet.golden_copy import GoldenCopier
+            from shinken.fleet.provenance import FleetLedger
             from shinken.fleet.registry import split_ref
 
-            self.copier = GoldenCopier(registry, split_ref(image)[0])
+            self.copier = GoldenCopier(registry, split_ref(image)[0], FleetLedger(), host)
             extra["golden_source"] = self.copier.ensure
         self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
                               idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
