@@ -63,7 +63,7 @@ def find_token(env: Mapping[str, str] | None = None) -> str | None:
 def auth_env(*, insecure_flag: bool = False, env: Mapping[str, str] | None = None,
              token_required: bool = True) -> dict[str, str]:
     """The RAY_AUTH_MODE a Ray process of shinken's runs with: `token` (a token must be there,
-    unless `token_required` is False: a new local cluster, for which Ray makes one) or, by the
+    unless `token_required` is False: a new local cluster, see local_env) or, by the
     operator's named choice, `disabled`. One-line ShinkenError otherwise."""
     env = os.environ if env is None else env
     if insecure(insecure_flag, env):
@@ -74,6 +74,17 @@ def auth_env(*, insecure_flag: bool = False, env: Mapping[str, str] | None = Non
     if token_required and find_token(env) is None:
         raise ShinkenError(f"no Ray authentication token here ({token_source(env)} is missing or empty): {HAND_OVER}")
     return {MODE_ENV: "token"}
+
+
+def local_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """auth_env for a new local cluster of this process: token mode, with a token of this run
+    (in the environment its processes inherit) when the machine has none, so Ray writes none
+    into ~/.ray (it would, readable by every user)."""
+    env = os.environ if env is None else env
+    mode = auth_env(env=env, token_required=False)
+    if mode[MODE_ENV] == "token" and find_token(env) is None:
+        mode[TOKEN_ENV] = secrets.token_hex(32)
+    return mode
 
 
 def ensure_token(env: Mapping[str, str] | None = None) -> str:

@@ -202,9 +202,8 @@ class RayExecutor:
             else:
                 from shinken.fleet import ray_auth
 
-                # Token mode for the local cluster too (its ports listen on every interface); Ray
-                # makes ~/.ray/auth_token when there is none.
-                ray_auth.apply(ray_auth.auth_env(token_required=False))
+                # Token mode for the local cluster too: its ports listen on every interface.
+                ray_auth.apply(ray_auth.local_env())
                 # "local": always a fresh instance, never a cluster `ray start` left on this host.
                 kwargs["address"] = "local"
                 kwargs["num_cpus"] = self.num_cpus or max(self.concurrency, 1)

@@ -5,20 +5,14 @@ too), loaded into the engine as a `docker save` archive."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import tarfile
 from typing import Any
 
 
 def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    from shinken.mockweb.build import _tar as tar_of  # a plain tar of named byte strings
+
+    return tar_of(files).getvalue()
 
 
 def load_image(api: Any, tag: str, *, labels: dict[str, str], created: str = "2026-01-01T00:00:00Z",

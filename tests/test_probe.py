@@ -720,7 +720,7 @@ def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Pa
         port = s.getsockname()[1]
     token = {"RAY_AUTH_TOKEN_PATH": str(tmp_path / "ray-token")}  # made by the head
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}, **token,
-           "SHINKEN_RAY_START_ARGS": '--num-cpus=2 --resources={"shinken_docker":2}'}
+           "SHINKEN_RAY_START_ARGS": """--num-cpus=2 --resources='{"shinken_docker": 2}'"""}  # shell words
     log = tmp_path / "head.log"
     with open(log, "wb") as out:
         head = subprocess.Popen([str(Path(sys.executable).parent / "shinken"), "fleet", "head", "--bind", "127.0.0.1",
