@@ -66,6 +66,7 @@ def join(
     demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); on by default for fleet hosts (computer/settings.py).")] = FLEET_DEMAND_POOLS,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
     hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
+    bind: Annotated[Optional[str], typer.Option("--bind", help="IP address of this machine the node advertises to the fleet (Ray's --node-ip-address; default: Ray's pick).")] = None,
     insecure_no_auth: InsecureOpt = False,
     json_out: JsonFlag = False,
 ) -> None:
@@ -76,7 +77,7 @@ def join(
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
                      reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools},
-                     start_attempts=start_attempts, hub=hub)
+                     start_attempts=start_attempts, hub=hub, bind=bind)
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"

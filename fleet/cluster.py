@@ -3,7 +3,6 @@ host's agent. Nothing here talks to Docker."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any

@@ -20,6 +20,7 @@ from typing import Any
 
 from shinken.errors import EnvironmentProblem, ShinkenError
 from shinken.fleet import cluster, ray_auth, registry
+from shinken.fleet.head import check_bind
 from shinken.fleet.nodes import DOCKER_RESOURCE, HOST_NAME, HOST_RESOURCE_PREFIX
 from shinken.fleet.provenance import FleetLedger, Ledger, image_key
 from shinken.runtime import cache_root
@@ -126,12 +127,15 @@ def _start_node(cmd: list[str], env: dict[str, str], log_path: Path, ray: Any, m
 
 
 def join(address: str, *, name: str, slots: int, image: str, reg: str | None, num_cpus: int | None = None,
-         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2, hub: str | None = None) -> Joined:
+         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2, hub: str | None = None,
+         bind: str | None = None) -> Joined:
     """`hub`: the mock web hub image this host serves web tasks with (checked against the registry
-    and pulled like the task image); its agent runs one hub for the host's web rollouts and probes."""
+    and pulled like the task image); its agent runs one hub for the host's web rollouts and probes.
+    `bind`: the address of this machine the node advertises to the fleet (Ray's own pick otherwise)."""
     from shinken.sandbox.docker_client import connect
 
     address, name = check_address(address), check_name(name)
+    bind = check_bind(bind) if bind is not None else None
     if slots < 1:
         raise ShinkenError(f"--slots {slots}: a host needs at least 1 slot")
     if reg is not None:
@@ -158,6 +162,8 @@ def join(address: str, *, name: str, slots: int, image: str, reg: str | None, nu
            "--resources", json.dumps({DOCKER_RESOURCE: slots, marker: 1})]
     if num_cpus is not None:
         cmd += ["--num-cpus", str(num_cpus)]
+    if bind is not None:
+        cmd += ["--node-ip-address", bind]
     # More `ray start` options for this node (e.g. --node-ip-address, --object-store-memory).
     cmd += shlex.split(os.environ.get("SHINKEN_RAY_START_ARGS", ""))
     env = {**os.environ, **ray_auth.auth_env(), "PYTHONUNBUFFERED": "1"}

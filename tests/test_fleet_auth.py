@@ -62,8 +62,9 @@ def test_ray_auth_disabled_in_the_environment_is_refused_unless_named() -> None:
         assert "RAY_AUTH_MODE=disabled" in line and "--insecure-no-auth" in line, line
         line = _one_line(_shinken("fleet", "status", "--address", address))
         assert "no Ray authentication token here" in line and "RAY_AUTH_TOKEN_PATH" in line, line
-    line = _one_line(_shinken("fleet", "head", "--bind", "203.0.113.7"))
-    assert "not an address of this machine" in line, line
+    for command in (["fleet", "head"], ["fleet", "join", "--address", "127.0.0.1:1", "--name", "x"]):
+        line = _one_line(_shinken(*command, "--bind", "203.0.113.7"))
+        assert "not an address of this machine" in line, line
 
 
 @pytest.mark.slow
