@@ -35,7 +35,7 @@ from shinken.bundles.loader import load_bundle
 from shinken.images.build import DEFAULT_IMAGE, _read_ca
 from shinken.mockweb import hub as hubs
 from shinken.mockweb.apps import discover_apps, select_apps
-from shinken.mockweb.build import build_app, build_hub, ensure_node_image
+from shinken.mockweb.build import build_app, build_hub, build_user, ensure_node_image
 from shinken.mockweb.manifest import read_manifest
 from shinken.mockweb.runs import web_plan
 from shinken.mockweb.session import GUEST_TIMEOUT_S
@@ -183,7 +183,7 @@ def bench_checkout(client, source: Path, out_path: Path, apps: list[str] | None,
     doc["node_image"] = node_id
     doc["cpu_shares"] = cpu_shares
     per_app = doc.setdefault("apps", {})
-    npm_cache = cache_root() / "hub-npm"
+    npm_cache = cache_root() / f"hub-npm-u{build_user()[0]}"  # what build_app uses by default
 
     def save() -> None:
         doc["surveyed"] = sum(1 for r in per_app.values() if r.get("node_image") == node_id)

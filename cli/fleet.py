@@ -1,4 +1,5 @@
-"""`shinken fleet join|status|leave`: Docker hosts as Ray nodes with a host agent each (docs/fleet.md)."""
+"""`shinken fleet head|join|status|gc|leave`: the Ray head, Docker hosts as Ray nodes with a host agent each
+(docs/fleet.md); Ray runs with token authentication (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,17 @@ from rich.table import Table
 from shinken.cli.common import ImageOpt, JsonFlag, Output, add_command, group
 from shinken.computer.settings import FLEET_DEMAND_POOLS
 
-app = group("A fleet of Docker hosts on Ray: join this machine, see the hosts, leave.")
+app = group("A fleet of Docker hosts on Ray: start the head, join this machine, see the hosts, leave.")
 
 STATUS_SCHEMA = "shinken.fleet_status/1"
 AddressOpt = Annotated[str, typer.Option("--address", help="The fleet's Ray head, HOST:PORT.", envvar="SHINKEN_FLEET_ADDRESS")]
 NameOpt = Annotated[Optional[str], typer.Option("--name", help="This host's name in the fleet (default: the machine's host name).")]
+InsecureOpt = Annotated[bool, typer.Option("--insecure-no-auth", help="Run Ray WITHOUT token authentication: anyone who reaches the head runs code on every host (same as SHINKEN_INSECURE_RAY_NO_AUTH=1; docs/security.md).")]
+
+HEAD_EXAMPLES = [
+    "shinken fleet head --bind 10.0.0.1    # creates ~/.ray/auth_token (mode 600) when missing; copy it to every host",
+    "RAY_AUTH_TOKEN_PATH=/etc/shinken/ray-token shinken fleet head --bind 10.0.0.1 --port 6379",
+]
 
 JOIN_EXAMPLES = [
     "shinken fleet join --address 10.0.0.1:6379 --registry 10.0.0.1:5000 --slots 8    # pulls the task image if missing",
@@ -25,6 +32,27 @@ STATUS_EXAMPLES = ["shinken fleet status --address 10.0.0.1:6379", "shinken flee
 GC_EXAMPLES = ["shinken fleet gc --address 10.0.0.1:6379    # on every host: what dead runs left (forks, pools, hubs, networks)",
                "shinken fleet gc --address 10.0.0.1:6379 --include-goldens --json"]
 LEAVE_EXAMPLES = ["shinken fleet leave --address 10.0.0.1:6379    # releases this host's rollouts and goldens, stops its node"]
+
+
+def head(
+    bind: Annotated[str, typer.Option("--bind", help="IP address of this machine's interface the fleet reaches the head on (127.0.0.1: a fleet on this machine only).")],
+    port: Annotated[int, typer.Option("--port", help="The head's port (Ray's GCS).")] = 6379,
+    insecure_no_auth: InsecureOpt = False,
+) -> None:
+    """Run the fleet's Ray head here, in the foreground, with token authentication (the token file is created when missing; Ctrl-C stops it)."""
+    from shinken.fleet.head import run
+
+    run(bind, port, insecure_flag=insecure_no_auth)
+
+
+def _insecure(flag: bool) -> None:
+    """The operator's named choice, for every Ray process this command starts or connects with."""
+    import os
+
+    from shinken.fleet.ray_auth import INSECURE_ENV
+
+    if flag:
+        os.environ[INSECURE_ENV] = "1"
 
 
 def join(
@@ -38,15 +66,18 @@ def join(
     demand_pools: Annotated[bool, typer.Option("--demand-pools/--no-demand-pools", help="Warm computers per task sized from its observed seeds (groups and rate), within this host's free slots and memory (docs/fleet.md); on by default for fleet hosts (computer/settings.py).")] = FLEET_DEMAND_POOLS,
     start_attempts: Annotated[int, typer.Option("--start-attempts", min=1, max=10, help="Starts of the Ray node before giving up: Ray's startup windows are fixed (docs/fleet.md), a loaded host can miss them.")] = 2,
     hub: Annotated[Optional[str], typer.Option("--hub", help="Mock web hub image this host serves web tasks with (checked against --registry and pulled like the task image; one hub per host, run by its agent).")] = None,
+    bind: Annotated[Optional[str], typer.Option("--bind", help="IP address of this machine the node advertises to the fleet (Ray's --node-ip-address; default: Ray's pick).")] = None,
+    insecure_no_auth: InsecureOpt = False,
     json_out: JsonFlag = False,
 ) -> None:
-    """Join this machine's Docker engine to the fleet (checks Docker, the registry and the image id, then starts a Ray node and its host agent)."""
+    """Join this machine's Docker engine to the fleet (checks the head and its token, Docker, the registry and the image id, then starts a Ray node and its host agent)."""
     from shinken.fleet.membership import join as do_join
 
+    _insecure(insecure_no_auth)
     output = Output(json_out)
     joined = do_join(address, name=name or socket.gethostname().split(".")[0], slots=slots, image=image,
                      reg=registry, num_cpus=num_cpus, agent_kwargs={"pool_size": pool_size, "demand_pools": demand_pools},
-                     start_attempts=start_attempts, hub=hub)
+                     start_attempts=start_attempts, hub=hub, bind=bind)
     doc = joined.to_json()
     output.result(doc, lambda: output.line(
         f"joined {address} as host {joined.name}: {joined.slots} slots, {joined.image} {joined.image_id[7:19]}"
@@ -142,6 +173,7 @@ def leave(address: AddressOpt, name: NameOpt = None, json_out: JsonFlag = False)
     output.result(doc, lambda: output.line(f"host {doc['name']} left the fleet"))
 
 
+add_command(app, "head", head, HEAD_EXAMPLES)
 add_command(app, "join", join, JOIN_EXAMPLES)
 add_command(app, "status", status, STATUS_EXAMPLES)
 add_command(app, "gc", gc, GC_EXAMPLES)

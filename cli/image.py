@@ -154,42 +154,74 @@ _EXE_HIGHLIGHT = ("python3", "Xvfb", "xdotool", "zenity", "xterm", "soffice", "l
                   "evince", "xcf2png", "ffmpeg", "convert", "tesseract", "pdftk", "socat")
 
 
-PUSH_EXAMPLES = ["shinken image push shinken/sandbox-cua:latest --registry 10.0.0.1:5000    # on the fleet's head"]
-PULL_EXAMPLES = ["shinken image pull shinken/sandbox-cua:latest --registry 10.0.0.1:5000    # on a new host; the id is checked"]
-RegistryOpt = Annotated[str, typer.Option("--registry", help="Registry HOST:PORT (e.g. Debian's docker-registry on the head).",
+PUSH_EXAMPLES = ["shinken image push shinken/sandbox-cua:latest --registry 10.0.0.1:5000 --address 10.0.0.1:6379    # records its digest in the fleet",
+                 "shinken image push shinken/hub:latest --registry https://10.0.0.1:5000 --json    # prints the digest for `pull --digest`"]
+PULL_EXAMPLES = ["shinken image pull shinken/sandbox-cua:latest --registry 10.0.0.1:5000 --address 10.0.0.1:6379    # the digest the fleet recorded",
+                 "shinken image pull shinken/hub:latest --registry 10.0.0.1:5000 --digest sha256:...    # a digest you were given"]
+RegistryOpt = Annotated[str, typer.Option("--registry", help="Registry HOST:PORT (HTTPS; http://HOST:PORT for plain HTTP; a loopback one is plain HTTP). Credentials: `docker login HOST:PORT`.",
                                           envvar="SHINKEN_REGISTRY")]
+FleetOpt = Annotated[Optional[str], typer.Option("--address", help="The fleet's Ray head HOST:PORT: where the pushed digest is recorded and pulls are checked against (docs/fleet.md).",
+                                                 envvar="SHINKEN_FLEET_ADDRESS")]
 
 
-def _move(direction: str, image: str, registry: str, json_out: bool) -> None:
+def _ledger(address: str | None) -> Any:
+    """The fleet's record of pushed digests, when an address names the fleet."""
+    if address is None:
+        return None
+    from shinken.fleet import cluster, membership
+    from shinken.fleet.provenance import FleetLedger
+
+    cluster.connect(membership.check_address(address))
+    return FleetLedger()
+
+
+def _report(output: Output, moved: Any, verb: str) -> None:
+    doc = {"image": moved.ref, "remote": moved.remote, "id": moved.image_id, "digest": moved.digest,
+           "seconds": round(moved.seconds, 2)}
+    output.result(doc, lambda: output.line(f"{moved.ref} ({moved.image_id[7:19]}) {verb} {moved.remote} "
+                                           f"({moved.digest}) in {moved.seconds:.1f}s"))
+
+
+def push(
+    image: Annotated[str, typer.Argument(help="Local image name, repository:tag.")],
+    registry: RegistryOpt,
+    address: FleetOpt = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Push a task image to the fleet's registry (its id is checked against what the registry then holds) and, with --address, record its digest in the fleet: hosts pull that digest and nothing else."""
     from shinken.fleet import registry as reg
     from shinken.sandbox.docker_client import connect
 
     output = Output(json_out)
     reg.check_registry(registry)
     reg.split_ref(image)
-    client = connect()
-    moved = (reg.push if direction == "push" else reg.pull)(client, image, registry)
-    doc = {"image": moved.ref, "remote": moved.remote, "id": moved.image_id, "seconds": round(moved.seconds, 2)}
-    verb = "pushed to" if direction == "push" else "pulled from"
-    output.result(doc, lambda: output.line(f"{moved.ref} ({moved.image_id[7:19]}) {verb} {moved.remote} in {moved.seconds:.1f}s"))
-
-
-def push(
-    image: Annotated[str, typer.Argument(help="Local image name, repository:tag.")],
-    registry: RegistryOpt,
-    json_out: JsonFlag = False,
-) -> None:
-    """Push a task image to the fleet's registry (its id is checked against what the registry then holds)."""
-    _move("push", image, registry, json_out)
+    ledger = _ledger(address)
+    moved = reg.push(connect(), image, registry, ledger)
+    _report(output, moved, "pushed to")
+    if ledger is None:
+        output.note(f"not recorded in a fleet (no --address): pull it with --digest {moved.digest}")
 
 
 def pull(
     image: Annotated[str, typer.Argument(help="Image name, repository:tag, as the fleet runs it.")],
     registry: RegistryOpt,
+    address: FleetOpt = None,
+    digest: Annotated[Optional[str], typer.Option("--digest", help="The manifest digest to pull (what `image push` printed), instead of the fleet's record.")] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Pull a task image from the fleet's registry under its own name; the id must be the registry's."""
-    _move("pull", image, registry, json_out)
+    """Pull a task image from the fleet's registry under its own name: the digest its pusher recorded (--address) or the one given (--digest); an image whose id differs is untagged."""
+    from shinken.errors import ShinkenError
+    from shinken.fleet import registry as reg
+    from shinken.sandbox.docker_client import connect
+
+    output = Output(json_out)
+    reg.check_registry(registry)
+    reg.split_ref(image)
+    if address is None and digest is None:
+        raise ShinkenError("say which image to trust: --address HEAD:6379 (the digest its pusher recorded in the "
+                           "fleet) or --digest sha256:... (printed by `shinken image push`)")
+    pin = reg.pin_for(image, ledger=_ledger(address) if digest is None else None, digest=digest, registry=registry)
+    _report(output, reg.pull(connect(), image, registry, pin), "pulled from")
 
 
 AUDIT_EXAMPLES = [

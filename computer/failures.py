@@ -42,6 +42,7 @@ from shinken.sandbox.api import (
     UnownedContainer,
     UnsettledDesktop,
 )
+from shinken.sandbox.task_network import NetworkRefused
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ ANSWERS: dict[type[BaseException], Answer] = {
     StartStateError: INFRA,
     # the desktop the setup left did not settle in two golden builds: nothing to serve it from
     UnsettledDesktop: INFRA,
+    # a task that needs the network, on a run that gives it none (no hub, no network named): this
+    # run cannot serve it, another can
+    NetworkRefused: INFRA,
     # the task: unknown id, defective bundle, a setup step that fails, a bad row
     ShinkenError: BAD,
     SetupError: BAD,

@@ -80,9 +80,10 @@ class HostAgent:
         self.copier = None
         if registry:  # goldens this host lacks come from the registry when another host pushed them
             from shinken.fleet.golden_copy import GoldenCopier
+            from shinken.fleet.provenance import FleetLedger
             from shinken.fleet.registry import split_ref
 
-            self.copier = GoldenCopier(registry, split_ref(image)[0])
+            self.copier = GoldenCopier(registry, split_ref(image)[0], FleetLedger(), host)
             extra["golden_source"] = self.copier.ensure
         self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
                               idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
@@ -143,19 +144,28 @@ class HostAgent:
     # ------------------------------------------------------------------ tasks
 
     def has_task(self, name: str, bundle_hash: str) -> bool:
+        from shinken.bundles import wire
         from shinken.bundles.loader import load_bundle
 
-        folder = self.tasks_dir / name
+        try:
+            folder = self.tasks_dir / wire.component(name, "task folder name")
+        except ShinkenError:
+            return False
         return folder.is_dir() and load_bundle(folder).bundle_hash == bundle_hash
 
     def add_task(self, payload: dict[str, Any]) -> dict[str, Any]:
-        """Write a bundle sent by the router (probes.executors' payload) under this agent's task root."""
-        dest = self.tasks_dir / payload["name"]
-        tmp = self.tasks_dir / f".{payload['name']}.{secrets.token_hex(4)}"
-        tmp.mkdir(parents=True)
-        for name, data in payload["files"].items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / name).write_bytes(data)
+        """Write a bundle sent by the router (probes.executors' payload) under this agent's task
+        root: its folder and file names must be single path components (bundles/wire.py)."""
+        from shinken.bundles import wire
+
+        try:
+            name, files = wire.checked(payload)
+        except ShinkenError as exc:
+            return _error("task", str(exc))
+        dest = self.tasks_dir / name
+        tmp = self.tasks_dir / f".{name}.{secrets.token_hex(4)}"
+        tmp.mkdir()
+        wire.write_files(tmp, files)
         with self._lock:
             if dest.exists():
                 shutil.rmtree(dest)

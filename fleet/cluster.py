@@ -3,12 +3,12 @@ host's agent. Nothing here talks to Docker."""
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from shinken.errors import EnvironmentProblem
+from shinken.fleet import head_check, ray_auth
 from shinken.fleet.agent import NAMESPACE, HostAgent, agent_name
 from shinken.fleet.nodes import DOCKER_RESOURCE, docker_nodes, host_name
 
@@ -34,12 +34,21 @@ def import_ray() -> Any:
     return ray
 
 
+def check_head(address: str) -> None:
+    """Before a driver's `ray.init(address)`: the head answers there (in seconds, not Ray's
+    minutes of retries) and accepts this machine's token, and token mode is set for the init."""
+    head_check.reachable(address)
+    ray_auth.apply(ray_auth.auth_env())
+    head_check.answers(address)
+
+
 def connect(address: str) -> Any:
-    """ray, initialised against the fleet's head (`address` host:port); one-line errors."""
+    """ray, initialised against the fleet's head (`address` host:port) with token authentication
+    (fleet/ray_auth.py); one-line errors, in seconds when nothing or no Ray head answers there."""
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    check_head(address)
     try:
         ray.init(address=address, namespace=NAMESPACE, ignore_reinit_error=True, log_to_driver=False,
                  include_dashboard=False, configure_logging=False)

@@ -5,10 +5,13 @@ A seed that spills to a host without its task's golden would rebuild it there (t
 own layer (0.1-83.5 MB here) and took 0.7-1.7 s (docs/fleet.md, "A warm golden on a host that
 lacks it"). The host that builds a golden pushes it to the registry, into the task image's
 repository (whose base layers the registry holds already), tagged by the golden's content hash
-(`golden-<sha256 of the golden format, the bundle hash and the base image id>`); a host that lacks
-it pulls that tag, checks the image id is the registry's and the labels name the same bundle and
-base image, and tags it as its own golden. When the registry has no copy, or the pull or the check
-fails, the host rebuilds, and the seed's timing says which happened and why.
+(`golden-<sha256 of the golden format, the bundle hash and the base image id>`) and records the
+manifest digest and image id it pushed in the fleet's ledger (fleet/provenance.py). A host that
+lacks it pulls that digest (not the tag: whoever can write the registry can move a tag), checks
+the image id is the recorded one and the labels name the same bundle and base image, and only
+then tags it as its own golden (which is what find_golden serves); anything else is untagged.
+When the fleet has no record, or the pull or a check fails, the host rebuilds, and the seed's
+timing says which happened and why.
 
 Web tasks' goldens are not copied: their hub state names uploads that live in the hub of the host
 that built them."""
@@ -23,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shinken.bundles.model import Bundle
+from shinken.errors import EnvironmentProblem
 from shinken.fleet import registry as reg
+from shinken.fleet.provenance import Ledger, Pin, golden_key as pin_key
 from shinken.sandbox import goldens
 from shinken.sandbox.api import Golden
 
@@ -40,8 +45,10 @@ class GoldenCopier:
     """`ensure` stands in for DockerProvider.ensure_golden in a host agent's engine: the golden
     found here, else copied from the registry, else built (and then pushed for the other hosts)."""
 
-    registry: str  # HOST:PORT
+    registry: str  # [http://]HOST:PORT
     repository: str  # the task image's repository, e.g. shinken/sandbox-cua
+    ledger: Ledger  # where pushes are recorded and pulls checked against (the fleet's)
+    host: str = ""  # who pushes: recorded with each push
     push_async: bool = True
     stats: dict[str, int] = field(default_factory=lambda: {"goldens_built": 0, "goldens_copied": 0, "copy_fallbacks": 0,
                                                            "goldens_pushed": 0, "push_failures": 0})
@@ -88,20 +95,19 @@ class GoldenCopier:
     def fetch(self, provider: Any, bundle: Bundle, base_id: str) -> tuple[Golden | None, str]:
         """(the golden pulled from the registry, "") or (None, why not)."""
         tag = self.tag(bundle, base_id)
-        want = reg.manifest_image_id(self.registry, f"{self.repository}:{tag}")
-        if want is None:
+        pin = self.ledger.lookup(pin_key(self.repository, tag))
+        if pin is None:
             return None, "the registry has no copy"
-        remote = f"{reg.check_registry(self.registry)}/{self.repository}"
+        remote = f"{reg.host_port(self.registry)}/{self.repository}"
         api = provider.api
-        reg._stream(reg._lazy(lambda: api.pull(remote, tag=tag, stream=True, decode=True)), f"pulling {remote}:{tag}")
-        got = api.inspect_image(f"{remote}:{tag}")["Id"]
-        local_repo, local_tag = goldens.golden_tag(bundle, base_id).split(":")
+        got = reg.pull_pinned(api, remote, pin.digest, pin.image_id, f"the golden of {bundle.id}")
+        golden_name = goldens.golden_tag(bundle, base_id)
+        local_repo, local_tag = golden_name.split(":")
         api.tag(got, local_repo, local_tag)
-        api.remove_image(f"{remote}:{tag}", noprune=True)  # an untag: the golden keeps its own name
-        if got != want:
-            return None, f"the copy pulled is {got[:19]}, the registry's {want[:19]}"
+        reg.untag(api, f"{remote}@{pin.digest}")  # the golden keeps its own name
         golden = goldens.find_golden(api, bundle, base_id)
         if golden is None or golden.image_id != got:
+            reg.untag(api, golden_name)
             return None, "the copy's labels name another bundle, base image or golden format"
         return golden, ""
 
@@ -109,16 +115,20 @@ class GoldenCopier:
         """Push `golden` under its content hash; seconds taken."""
         t0 = time.perf_counter()
         tag = self.tag(bundle, golden.base_image_id)
-        remote = f"{reg.check_registry(self.registry)}/{self.repository}"
+        remote = f"{reg.host_port(self.registry)}/{self.repository}"
         api = provider.api
         api.tag(golden.image_id, remote, tag)
         try:
-            reg._stream(reg._lazy(lambda: api.push(remote, tag=tag, stream=True, decode=True)), f"pushing {remote}:{tag}")
+            digest = reg._stream(reg._lazy(lambda: api.push(remote, tag=tag, stream=True, decode=True)),
+                                 f"pushing {remote}:{tag}")
         finally:
             try:
                 api.remove_image(f"{remote}:{tag}", noprune=True)
             except Exception:  # noqa: BLE001 - a leftover tag on the golden is harmless
                 pass
+        if not digest:
+            raise EnvironmentProblem(f"pushing {remote}:{tag}: the engine reported no digest")
+        self.ledger.record(Pin.made(pin_key(self.repository, tag), digest, golden.image_id, self.host or None))
         return time.perf_counter() - t0
 
     def _push_quietly(self, provider: Any, golden: Golden, bundle: Bundle) -> None:

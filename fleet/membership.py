@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from shinken.errors import EnvironmentProblem, ShinkenError
-from shinken.fleet import cluster, registry
+from shinken.fleet import cluster, ray_auth, registry
+from shinken.fleet.head import check_bind
 from shinken.fleet.nodes import DOCKER_RESOURCE, HOST_NAME, HOST_RESOURCE_PREFIX
+from shinken.fleet.provenance import FleetLedger, Ledger, image_key
 from shinken.runtime import cache_root
 from shinken.schemas import read_json, write_json
 
@@ -61,28 +63,30 @@ class Joined:
                 "pulled_s": self.pulled_s}
 
 
-def check_image(client: Any, image: str, reg: str | None) -> tuple[str, float | None]:
-    """The image id this host will run, checked against the registry's (pulled when missing);
-    a host holding a different image under the name is refused."""
+def check_image(client: Any, image: str, reg: str | None, ledger: Ledger) -> tuple[str, float | None]:
+    """The image id this host will run: the one its pusher recorded in the fleet (fleet/provenance.py),
+    pulled by that digest when missing; a host holding a different image under the name is refused."""
     from shinken.sandbox.docker_client import find_image
 
     local = find_image(client, image)
+    pin = ledger.lookup(image_key(*registry.split_ref(image)))
     if reg is None:
         if local is None:
             raise EnvironmentProblem(f"{image} is not on this host; pull it from the fleet's registry "
                                      f"(`shinken image pull {image} --registry HEAD:5000`) or pass --registry")
+        if pin is not None and local != pin.image_id:
+            raise ShinkenError(f"refused: this host's {image} is {local[7:19]}, the fleet's (pushed by "
+                               f"{pin.pushed_by}) is {pin.image_id[7:19]}; every host must run the same image")
         return local, None
     registry.ping(reg)
-    want = registry.manifest_image_id(reg, image)
-    if want is None:
-        raise ShinkenError(f"registry {reg} has no {image}; push it from the head first "
-                           f"(`shinken image push {image} --registry {reg}`)")
+    pin = registry.pin_for(image, ledger=ledger, digest=None, registry=reg)
     if local is None:
-        moved = registry.pull(client, image, reg)
+        moved = registry.pull(client, image, reg, pin)
         return moved.image_id, moved.seconds
-    if local != want:
-        raise ShinkenError(f"refused: this host's {image} is {local[7:19]}, the fleet's (registry {reg}) is "
-                           f"{want[7:19]}; every host must run the same image: `docker rmi {image}` here, then join again")
+    if local != pin.image_id:
+        raise ShinkenError(f"refused: this host's {image} is {local[7:19]}, the fleet's (pushed by {pin.pushed_by}) is "
+                           f"{pin.image_id[7:19]}; every host must run the same image: `docker rmi {image}` here, "
+                           "then join again")
     return local, None
 
 
@@ -123,12 +127,15 @@ def _start_node(cmd: list[str], env: dict[str, str], log_path: Path, ray: Any, m
 
 
 def join(address: str, *, name: str, slots: int, image: str, reg: str | None, num_cpus: int | None = None,
-         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2, hub: str | None = None) -> Joined:
+         agent_kwargs: dict[str, Any] | None = None, start_attempts: int = 2, hub: str | None = None,
+         bind: str | None = None) -> Joined:
     """`hub`: the mock web hub image this host serves web tasks with (checked against the registry
-    and pulled like the task image); its agent runs one hub for the host's web rollouts and probes."""
+    and pulled like the task image); its agent runs one hub for the host's web rollouts and probes.
+    `bind`: the address of this machine the node advertises to the fleet (Ray's own pick otherwise)."""
     from shinken.sandbox.docker_client import connect
 
     address, name = check_address(address), check_name(name)
+    bind = check_bind(bind) if bind is not None else None
     if slots < 1:
         raise ShinkenError(f"--slots {slots}: a host needs at least 1 slot")
     if reg is not None:
@@ -136,10 +143,12 @@ def join(address: str, *, name: str, slots: int, image: str, reg: str | None, nu
     state = state_dir() / f"{name}.json"
     if state.exists():
         raise ShinkenError(f"host {name} already joined from this machine ({state}); `shinken fleet leave --name {name}` first")
+    ray = cluster.connect(address)  # token authentication on (fleet/ray_auth.py); this node runs with it too
+    ledger = FleetLedger()
     client = connect()
-    image_id, pulled = check_image(client, image, reg)
+    image_id, pulled = check_image(client, image, reg, ledger)
     if hub is not None:
-        check_image(client, hub, reg)
+        check_image(client, hub, reg, ledger)
     client.close()
     # The agent copies goldens through the fleet's registry (fleet/golden_copy.py) and serves web
     # tasks with its own hub.
@@ -153,10 +162,11 @@ def join(address: str, *, name: str, slots: int, image: str, reg: str | None, nu
            "--resources", json.dumps({DOCKER_RESOURCE: slots, marker: 1})]
     if num_cpus is not None:
         cmd += ["--num-cpus", str(num_cpus)]
+    if bind is not None:
+        cmd += ["--node-ip-address", bind]
     # More `ray start` options for this node (e.g. --node-ip-address, --object-store-memory).
     cmd += shlex.split(os.environ.get("SHINKEN_RAY_START_ARGS", ""))
-    env = {**os.environ, "RAY_AUTH_MODE": os.environ.get("RAY_AUTH_MODE", "disabled"), "PYTHONUNBUFFERED": "1"}
-    ray = cluster.connect(address)
+    env = {**os.environ, **ray_auth.auth_env(), "PYTHONUNBUFFERED": "1"}
     proc, nodes = _start_node(cmd, env, log_path, ray, marker, address, max(1, start_attempts))
     try:
         if len(nodes) > 1:

@@ -3,11 +3,14 @@
 Three levels, each cached by content hash so a rebuild only redoes what changed:
 - `shinken/hub-node:<h>`: Node.js 20 + npm from Debian trixie on a debootstrapped trixie base
   (h: recipe + base image id);
-- `shinken/hub-app-<app>:<h>` per app: the app's sources with `npm ci` (or `npm install`
-  without a lockfile) and `npm run build` done (h: the app's sources and lockfile + the
-  node image). Built in a container on the host network with a shared npm cache
-  (~/.cache/shinken/hub-npm) and the proxy CA mounted read-only, then committed: nothing of
-  the CA or the cache ends up in the image;
+- `shinken/hub-app-<app>:<h>` per app: the app's sources with `npm ci --ignore-scripts` (or
+  `npm install --ignore-scripts` without a lockfile) and its build script done (h: the app's
+  sources and lockfile + the node image), in two containers, both as an unprivileged user with
+  every capability dropped (docs/security.md). The install sees only package.json and the
+  lockfile, runs npm alone (no package's lifecycle script), on the host network with the npm
+  cache (~/.cache/shinken/hub-npm-u<uid>), the proxy CA and the registry credentials mounted;
+  the build, the app's own code and its dependencies', runs on no network with none of them.
+  Nothing of the CA, the cache or the credentials ends up in the image;
 - `shinken/hub:<h>`: the node image, every chosen app copied in, the supervisor and the hub
   manifest (label `shinken.hub_manifest`, schema hub_manifest): what `shinken hub up` runs.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -50,7 +54,7 @@ from shinken.sandbox.docker_client import create_container, patient_api
 from shinken.sandbox.ownership import labels_for
 
 HUB_IMAGE_DIR = Path(__file__).resolve().parent / "hub_image"
-RECIPE_VERSION = "1"  # bump when a build step changes in a way the hashed inputs do not show
+RECIPE_VERSION = "2"  # 2: install without scripts, build offline as an unprivileged user. Bump when a build step changes in a way the hashed inputs do not show
 NODE_REPO = "shinken/hub-node"
 APP_REPO_PREFIX = "shinken/hub-app-"
 HUB_REPO = "shinken/hub"
@@ -59,6 +63,7 @@ APPS_ROOT = "/hub/apps"
 FIRST_APP_PORT = 8000  # direct ports, numbered like deploy-all.sh (8000 + index in name order)
 APP_BUILD_TIMEOUT_S = 1800.0
 HUB_UID = 1000
+BUILD_UID = 1001  # no user of the node image: an app's install and build write only its own folder
 NPMRC_DIR = "/run/shinken-npm"  # where an app build sees its npm user config (a read-only mount)
 # Debian suite of the node image: trixie's Node 20.19 (bookworm's 18.20 cannot build or serve
 # the apps that lock Vite 7/8, which need Node >= 20.19).
@@ -192,16 +197,40 @@ def app_content_hash(app: MockApp, node_id: str) -> str:
     return hashlib.sha256(f"recipe={RECIPE_VERSION}\nnode={node_id}\nsource={source_hash(app)}\n".encode()).hexdigest()[:12]
 
 
-def _source_tar(app: MockApp, npm: NpmConfig) -> tuple[bytes, Rewrite | None]:
-    """The app's sources as a tar, its lockfile's tarball URLs on the configured registry (a
-    scoped package's on its scope's registry) (what was rewritten, or None without a lockfile)."""
+INSTALL_INPUTS = ("package.json", "package-lock.json")  # all `npm ci` reads; the install sees nothing else
+
+
+def _source_tar(app: MockApp, npm: NpmConfig, owner: tuple[int, int] = (0, 0),
+                only: tuple[str, ...] | None = None) -> tuple[bytes, Rewrite | None]:
+    """The app's sources (or the files `only` names) as a tar, owned by `owner` (uid, gid) with an
+    entry for every folder, so the build user can write in them; its lockfile's tarball URLs on
+    the configured registry (a scoped package's on its scope's registry) (what was rewritten, or
+    None without a lockfile)."""
     buf = io.BytesIO()
     rewrite: Rewrite | None = None
+    uid, gid = owner
+    folders: set[str] = set()
+
+    def folder(name: str) -> None:
+        if name in folders:
+            return
+        parent = name.rpartition("/")[0]
+        if parent:
+            folder(parent)
+        folders.add(name)
+        info = tarfile.TarInfo(name)
+        info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o755, uid, gid
+        tar.addfile(info)
+
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        folder(app.name)
         for rel, path in source_files(app.folder):
+            if only is not None and rel not in only:
+                continue
+            folder(f"{app.name}/{rel}".rpartition("/")[0])
             info = tar.gettarinfo(str(path), arcname=f"{app.name}/{rel}")
-            info.uid = info.gid = 0
-            info.uname = info.gname = "root"
+            info.uid, info.gid = uid, gid
+            info.uname = info.gname = ""
             data = path.read_bytes()
             if rel == "package-lock.json":
                 data, rewrite = rewrite_lockfile(data, npm.registry, npm.scopes)
@@ -210,44 +239,72 @@ def _source_tar(app: MockApp, npm: NpmConfig) -> tuple[bytes, Rewrite | None]:
     return buf.getvalue(), rewrite
 
 
-# npm reads the proxy CA both as its own `cafile` and as Node's extra CAs (install scripts);
-# `npm ci` needs a lockfile that matches package.json, `npm install` works without one. $2 is
-# the configured registry: the lockfile's tarball URLs were rewritten to it (mockweb.registry).
-# The user config npm reads ($npm_config_userconfig) is shinken's, mounted read-only for the
-# build only: the registries, scoped registries and their credentials (never in the image).
-# `shinken-phase: NAME START END` lines time the steps (parsed into AppBuild.phases).
-# $3: the app's build script when it can run without npm (see `direct_script`): what `npm run
-# build` would run, with node_modules/.bin on PATH, minus npm's own start (seconds under load).
-_APP_BUILD_SCRIPT = r"""set -e
+def build_user() -> tuple[int, int]:
+    """(uid, gid) the app's install and build run as: BUILD_UID, which owns nothing in the node
+    image but the app's folder it is given (not even /hub, the `hub` user's), or this process's
+    own user when it is not root (then the files it mounts are already its own)."""
+    return (BUILD_UID, BUILD_UID) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+
+
+def _owned_by(path: Path, owner: tuple[int, int]) -> None:
+    """Give a folder this build mounts writable (the npm cache) to the build user: once, when
+    it is not theirs yet (a cache written by an earlier root build)."""
+    if os.geteuid() != 0 or path.stat().st_uid == owner[0]:
+        return
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in [*dirnames, *filenames]:
+            os.lchown(os.path.join(dirpath, name), *owner)
+    os.chown(path, *owner)
+
+
+# Both steps of an app build: $1 the app's folder. `shinken-phase: NAME START END` lines time the
+# steps (parsed into AppBuild.phases). A line every few seconds while npm works quietly (`npm ci`
+# prints nothing for minutes on a busy machine): the caller's read of the exec's output would
+# otherwise time out (the Docker SDK's 60 s), and the user sees the build is alive. sleep's output
+# goes nowhere so that no orphan keeps the exec's stream open. HOME and npm's logs are on a tmpfs
+# (never committed).
+_PRELUDE = r"""set -e
 cd "$1"
-# A line every few seconds while npm works quietly (`npm ci` prints nothing for minutes on a busy
-# machine): the caller's read of this exec's output would otherwise time out (the Docker SDK's
-# 60 s), and the user sees the build is alive. sleep's output goes nowhere so that no orphan keeps
-# the exec's stream open.
 ( while sleep "${SHINKEN_HEARTBEAT_S:-20}" >/dev/null 2>&1; do echo "shinken-heartbeat: ${SECONDS}s"; done ) &
 hb_pid=$!
 trap 'kill $hb_pid 2>/dev/null || true' EXIT
-export npm_config_registry="$2"
-export npm_config_cache=/npm-cache npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false
+export HOME=/tmp/home npm_config_logs_dir=/tmp/npm-logs
+mkdir -p "$HOME"
+export npm_config_update_notifier=false npm_config_fund=false npm_config_audit=false npm_config_progress=false
+t0=$EPOCHREALTIME
+"""
+
+# The install: npm alone, with --ignore-scripts (no package's preinstall/install/postinstall, nor
+# the app's own, runs here, where the registry credentials are). $2 is the configured registry:
+# the lockfile's tarball URLs were rewritten to it (mockweb.registry). npm reads the proxy CA both
+# as its own `cafile` and as Node's extra CAs; the user config it reads ($npm_config_userconfig) is
+# shinken's, mounted read-only for this step only: the registries, scoped registries and their
+# credentials. `npm ci` needs a lockfile that matches package.json, `npm install` works without one.
+_INSTALL_SCRIPT = _PRELUDE + r"""export npm_config_registry="$2" npm_config_cache=/npm-cache npm_config_ignore_scripts=true
 # a build at a low CPU weight on a busy machine can be starved for minutes: patient fetches
 export npm_config_fetch_timeout=900000 npm_config_fetch_retries=5 npm_config_fetch_retry_maxtimeout=120000
 if [ -s /shinken-ca.pem ]; then export npm_config_cafile=/shinken-ca.pem NODE_EXTRA_CA_CERTS=/shinken-ca.pem; fi
-# --prefer-offline: a package the shared cache holds is not asked for again (tarballs are read
-# from it by integrity either way; metadata, what `npm install` without a lockfile resolves, is
-# revalidated only when missing)
-export npm_config_prefer_offline=true npm_config_progress=false
-t0=$EPOCHREALTIME
-if [ -f package-lock.json ]; then npm ci --loglevel=warn; else npm install --loglevel=warn; fi
+# --prefer-offline: a package the cache holds is not asked for again (tarballs are read from it by
+# integrity either way; metadata, what `npm install` without a lockfile resolves, is revalidated
+# only when missing)
+export npm_config_prefer_offline=true
+if [ -f package-lock.json ]; then npm ci --ignore-scripts --loglevel=warn; else npm install --ignore-scripts --loglevel=warn; fi
 t1=$EPOCHREALTIME
 echo "shinken-phase: install $t0 $t1"
-if [ -n "$3" ]; then
-  echo "> $3"
-  PATH="$PWD/node_modules/.bin:$PATH" npm_lifecycle_event=build sh -c "$3"
+"""
+
+# The build: the app's code and its dependencies' run here, with no network, no credentials and
+# no cache. $2: the app's build script when it can run without npm (see `direct_script`): what
+# `npm run build` would run, with node_modules/.bin on PATH, minus npm's own start (seconds under
+# load).
+_BUILD_SCRIPT = _PRELUDE + r"""if [ -n "$2" ]; then
+  echo "> $2"
+  PATH="$PWD/node_modules/.bin:$PATH" npm_lifecycle_event=build sh -c "$2"
 else
   npm run build
 fi
-t2=$EPOCHREALTIME
-echo "shinken-phase: build $t1 $t2"
+t1=$EPOCHREALTIME
+echo "shinken-phase: build $t0 $t1"
 test -f dist/index.html || { echo "error: npm run build wrote no dist/index.html" >&2; exit 3; }
 """
 _PHASE = re.compile(r"^shinken-phase: (\w+) ([0-9.]+) ([0-9.]+)\s*$")
@@ -341,7 +398,7 @@ def build_app(client: Any, app: MockApp, node_tag: str, node_id: str, ca_pem: by
         _say(progress, f"building {tag} ({app.name}: npm {'ci' if app.has_lockfile else 'install'} + npm run build)")
         try:
             image_id, log, phases = _build_app_in_container(client, app, tag, h, node_tag, node_id, ca_pem, progress,
-                                                            npm_cache or cache_root() / "hub-npm",
+                                                            npm_cache or cache_root() / f"hub-npm-u{build_user()[0]}",
                                                             npm or NpmConfig(registry, "--registry"), cpu_shares,
                                                             run_directly, heartbeat_s)
         except AppBuildFailed as exc:
@@ -355,6 +412,9 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                             npm: NpmConfig, cpu_shares: int | None = None,
                             run_directly: bool = True,
                             heartbeat_s: float = HEARTBEAT_S) -> tuple[str, Path, dict[str, float]]:
+    """The two steps of an app build, each in a container of its own (see the module's doc): the
+    install (npm alone, credentials and cache mounted) committed, then the build on that image with
+    no network and nothing mounted, committed as the app's image."""
     import docker.errors
     import requests.exceptions
 
@@ -364,14 +424,17 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
     # 15 and over the SDK's 60 s at load 20-60 (the commit went on in the engine: the next try
     # found the image).
     api = patient_api(client, ENGINE_PATIENCE_S)
+    owner = build_user()
     npm_cache.mkdir(parents=True, exist_ok=True)
+    _owned_by(npm_cache, owner)
     ca_file = cache_root() / "hub-ca.pem"
     ca_file.write_bytes(ca_pem)
+    ca_file.chmod(0o644)  # a public certificate, read by the build user
     log_dir = cache_root() / "build-logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"hub-app-{_slug(app.name)}-{h}.log"
     registry = npm.registry
-    sources, rewrite = _source_tar(app, npm)
+    inputs, rewrite = _source_tar(app, npm, owner, only=INSTALL_INPUTS)
     notes = npm.log_lines()
     notes += rewrite.log_lines() if rewrite is not None else [f"shinken: no package-lock.json; npm install from {registry}"]
     secrets = npm.secrets()
@@ -391,82 +454,108 @@ def _build_app_in_container(client: Any, app: MockApp, tag: str, h: str, node_ta
                               + "\n".join(lines[-12:]) + f"\n(full log: {log_path})",
                               first_error_line(lines) if lines else message, log_path)
 
-    # The build's npm user config (registries, credentials) in a private folder of its own,
-    # mounted read-only for this build and removed after it.
-    npmrc_dir = Path(tempfile.mkdtemp(prefix="shinken-npmrc-"))
-    (npmrc_dir / "npmrc").write_bytes(npm.npmrc())
-    (npmrc_dir / "npmrc").chmod(0o600)
-    binds = {str(npm_cache): {"bind": "/npm-cache", "mode": "rw"}, str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"},
-             str(npmrc_dir): {"bind": NPMRC_DIR, "mode": "ro"}}
-    hc = api.create_host_config(binds=binds, network_mode="host", init=True, cpu_shares=cpu_shares)
-    labels = labels_for("build", task=f"hub-app-{app.name}")
-    try:
-        cid = create_container(api, node_tag, labels=labels, command=["sleep", "infinity"], host_config=hc,
-                               working_dir=APPS_ROOT, detach=True)
-    except engine_errors as exc:
-        shutil.rmtree(npmrc_dir, ignore_errors=True)
-        raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
-                                 "Docker engine answers again)") from None
     tail: list[str] = []
     errors = ErrorLines()  # the first lines that name an error, for the summary table
     phases: dict[str, float] = {}
-    try:
-        api.start(cid)
-        api.put_archive(cid, APPS_ROOT, sources)
-        direct = direct_script(app.folder, "build") if run_directly else None
-        ex = api.exec_create(cid, ["bash", "-c", _APP_BUILD_SCRIPT, "build", f"{APPS_ROOT}/{app.name}", registry,
-                                   direct or ""],
-                             environment={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc",
-                                          "SHINKEN_HEARTBEAT_S": f"{heartbeat_s:g}"})
-        deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
-        pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
+    deadline = time.monotonic() + APP_BUILD_TIMEOUT_S
 
-        def take(line: str) -> None:
-            nonlocal tail
-            if hb := _HEARTBEAT.match(line):
-                _say(progress, f"[{app.name}] still building ({hb.group(1)} s)")
-                return
-            m = _PHASE.match(line)
-            if m:
-                phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
-            elif line.strip():
-                tail = (tail + [line])[-30:]
-                errors.take(line)
-                _say(progress, f"[{app.name}] {line}")
+    def take(line: str) -> None:
+        nonlocal tail
+        if hb := _HEARTBEAT.match(line):
+            _say(progress, f"[{app.name}] still building ({hb.group(1)} s)")
+            return
+        m = _PHASE.match(line)
+        if m:
+            phases[m.group(1)] = round(float(m.group(3)) - float(m.group(2)), 2)
+        elif line.strip():
+            tail = (tail + [line])[-30:]
+            errors.take(line)
+            _say(progress, f"[{app.name}] {line}")
 
-        with open(log_path, "a", encoding="utf-8") as log:
-            for chunk in api.exec_start(ex["Id"], stream=True):
-                *whole, pending = (pending + chunk).split(b"\n")
-                for raw in whole:
-                    line = scrub(raw.decode("utf-8", "replace"))
+    def step(image: str, archive: bytes, script: str, args: list[str], *, network: str,
+             binds: dict[str, dict[str, str]], env: dict[str, str], what: str, labels_extra: dict[str, str] | None) -> str:
+        """One container: `archive` put under APPS_ROOT, `script` run as the build user, then
+        committed; the new image's id. The container is removed whatever happens."""
+        hc = api.create_host_config(binds=binds or None, network_mode=network, init=True, cpu_shares=cpu_shares,
+                                    cap_drop=["ALL"], security_opt=["no-new-privileges"],
+                                    tmpfs={"/tmp": "rw,nosuid,nodev,size=1g"})
+        try:
+            cid = create_container(api, image, labels=labels_for("build", task=f"hub-app-{app.name}"),
+                                   command=["sleep", "infinity"], host_config=hc, working_dir=APPS_ROOT,
+                                   user=f"{owner[0]}:{owner[1]}", detach=True)
+        except engine_errors as exc:
+            raise EnvironmentProblem(f"cannot create the build container for {app.name}: {exc} (retry when the "
+                                     "Docker engine answers again)") from None
+        try:
+            api.start(cid)
+            api.put_archive(cid, APPS_ROOT, archive)
+            ex = api.exec_create(cid, ["bash", "-c", script, what, f"{APPS_ROOT}/{app.name}", *args],
+                                 environment={**env, "SHINKEN_HEARTBEAT_S": f"{heartbeat_s:g}"})
+            pending = b""  # a chunk can end mid-line (mid-character too): lines are read whole
+            with open(log_path, "a", encoding="utf-8") as log:
+                for chunk in api.exec_start(ex["Id"], stream=True):
+                    *whole, pending = (pending + chunk).split(b"\n")
+                    for raw in whole:
+                        line = scrub(raw.decode("utf-8", "replace"))
+                        log.write(line + "\n")
+                        take(line.rstrip("\r"))
+                    if time.monotonic() > deadline:
+                        raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors.lines + tail)
+                if pending:
+                    line = scrub(pending.decode("utf-8", "replace"))
                     log.write(line + "\n")
-                    take(line.rstrip("\r"))
-                if time.monotonic() > deadline:
-                    raise failed(f"building {app.name} took over {APP_BUILD_TIMEOUT_S:.0f}s", errors.lines + tail)
-            if pending:
-                line = scrub(pending.decode("utf-8", "replace"))
-                log.write(line + "\n")
-                take(line)
-        code = api.exec_inspect(ex["Id"]).get("ExitCode")
-        if code != 0:
-            raise failed(f"npm build of {app.name} failed (exit {code})", errors.lines + tail if errors.lines else tail)
-        repo, version = tag.split(":")
-        img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
-        tc = time.monotonic()
-        res = api.commit(cid, repository=repo, tag=version, conf={"Labels": img_labels, "Cmd": ["sleep", "infinity"]})
-        phases["commit"] = round(time.monotonic() - tc, 2)
-        with open(log_path, "a", encoding="utf-8") as log:
-            log.write("shinken: seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + "\n")
-        return str(res["Id"]), log_path, phases
-    except engine_errors as exc:
-        raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path}; retry when the Docker "
-                                 "engine answers again)") from None
+                    take(line)
+            code = api.exec_inspect(ex["Id"]).get("ExitCode")
+            if code != 0:
+                raise failed(f"npm {what} of {app.name} failed (exit {code})", errors.lines + tail if errors.lines else tail)
+            tc = time.monotonic()
+            if labels_extra is None:  # the install: an intermediate image, parent of the app's
+                res = api.commit(cid)
+            else:
+                repo, version = tag.split(":")
+                res = api.commit(cid, repository=repo, tag=version,
+                                 conf={"Labels": labels_extra, "Cmd": ["sleep", "infinity"], "User": "root"})
+            phases["commit"] = round(phases.get("commit", 0.0) + time.monotonic() - tc, 2)
+            return str(res["Id"])
+        except engine_errors as exc:
+            raise EnvironmentProblem(f"building {app.name} failed: {exc} (log: {log_path}; retry when the Docker "
+                                     "engine answers again)") from None
+        finally:
+            try:
+                api.remove_container(cid, force=True, v=True)
+            except engine_errors:
+                pass  # labelled `build`: `shinken gc` reclaims it
+
+    # The build's npm user config (registries, credentials) in a private folder of its own, given to
+    # the build user, mounted read-only for the install only and removed after it.
+    npmrc_dir = Path(tempfile.mkdtemp(prefix="shinken-npmrc-"))
+    try:
+        (npmrc_dir / "npmrc").write_bytes(npm.npmrc())
+        (npmrc_dir / "npmrc").chmod(0o600)
+        if os.geteuid() == 0:
+            for p in (npmrc_dir, npmrc_dir / "npmrc"):
+                os.chown(p, *owner)
+        installed = step(node_tag, inputs, _INSTALL_SCRIPT, [registry], network="host", what="install",
+                         binds={str(npm_cache): {"bind": "/npm-cache", "mode": "rw"},
+                                str(ca_file): {"bind": "/shinken-ca.pem", "mode": "ro"},
+                                str(npmrc_dir): {"bind": NPMRC_DIR, "mode": "ro"}},
+                         env={"npm_config_userconfig": f"{NPMRC_DIR}/npmrc"}, labels_extra=None)
     finally:
         shutil.rmtree(npmrc_dir, ignore_errors=True)
-        try:
-            api.remove_container(cid, force=True, v=True)
+    sources, _ = _source_tar(app, npm, owner)
+    direct = direct_script(app.folder, "build") if run_directly else None
+    img_labels = {LABEL_HASH: h, LABEL_IMAGE: "hub-app", LABEL_PARENT: node_id, LABEL_HUB_APP: app.name}
+    try:
+        image_id = step(installed, sources, _BUILD_SCRIPT, [direct or ""], network="none", what="build", binds={},
+                        env={}, labels_extra=img_labels)
+    finally:
+        try:  # removed when the build failed; otherwise the app's image keeps it as its parent (refused)
+            api.remove_image(installed, noprune=True)
         except engine_errors:
-            pass  # labelled `build`: `shinken gc` reclaims it
+            pass
+    with open(log_path, "a", encoding="utf-8") as log:
+        log.write("shinken: seconds per step: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()) + "\n")
+    return image_id, log_path, phases
 
 
 # ---------------------------------------------------------------- the hub image

@@ -122,10 +122,11 @@ class WebSession:
     # ------------------------------------------------------------ sandbox hooks
 
     @property
-    def network_mode(self) -> str:
-        """Docker network_mode of web-task containers: the run network with a hub, else the
-        default bridge (the user's own mocks are somewhere outside)."""
-        return self.network or "bridge"
+    def network_mode(self) -> str | None:
+        """Docker network_mode of web-task containers: the run network with a hub; None without
+        one (the user's own mocks are somewhere outside: reaching them takes a network the
+        operator names, sandbox/task_network.py)."""
+        return self.network
 
     def _apps_for(self, bundle: Bundle) -> dict[str, str]:
         marker = marker_of(bundle)

@@ -11,6 +11,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from shinken.bundles import wire
 from shinken.bundles.model import Bundle
 from shinken.errors import EnvironmentProblem
 from shinken.fleet.nodes import DOCKER_RESOURCE, bundle_payload, docker_nodes, home_index, host_name
@@ -100,12 +101,12 @@ def materialized(payload: dict[str, Any], run_id: str | None = None) -> Iterator
             return
     # Not on this node (or changed since the driver read it): rebuild it from the payload
     # under a folder named like the original, because the folder name can be the task id.
-    base = make_temp_dir(prefix="probe-payload-", labels={LABEL_TASK: payload["name"], **({LABEL_RUN: run_id} if run_id else {})})
+    name, files = wire.checked(payload)  # names from the driver: one path component each
+    base = make_temp_dir(prefix="probe-payload-", labels={LABEL_TASK: name, **({LABEL_RUN: run_id} if run_id else {})})
     try:
-        dest = base / payload["name"]
+        dest = base / name
         dest.mkdir()
-        for name, data in payload["files"].items():
-            (dest / name).write_bytes(data)
+        wire.write_files(dest, files)
         yield load_bundle(dest)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -194,8 +195,15 @@ class RayExecutor:
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
                                       "include_dashboard": False, "configure_logging": False}
             if self.address:
+                from shinken.fleet.cluster import check_head
+
+                check_head(self.address)
                 kwargs["address"] = self.address
             else:
+                from shinken.fleet import ray_auth
+
+                # Token mode for the local cluster too: its ports listen on every interface.
+                ray_auth.apply(ray_auth.local_env())
                 # "local": always a fresh instance, never a cluster `ray start` left on this host.
                 kwargs["address"] = "local"
                 kwargs["num_cpus"] = self.num_cpus or max(self.concurrency, 1)

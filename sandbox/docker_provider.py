@@ -26,6 +26,7 @@ from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
 from shinken.sandbox.ownership import LABEL_BUNDLE_HASH, Owner, labels_for
 from shinken.sandbox.policy import Limits, task_needs
+from shinken.sandbox.task_network import network_for, opted_network
 from shinken.sandbox.web_hooks import WebHooks
 from shinken.tiers import Tier
 
@@ -47,7 +48,8 @@ class DockerProvider:
 
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
                  owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None,
-                 web: WebHooks | None = None, labels: Mapping[str, str] | None = None) -> None:
+                 web: WebHooks | None = None, labels: Mapping[str, str] | None = None,
+                 task_network: str | None = None) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
@@ -55,8 +57,11 @@ class DockerProvider:
         self.labels = dict(labels or {})  # extra labels on every fork and pool fork (e.g. LABEL_MADE_BY)
         self.limits = limits or Limits()
         # mockweb.session.WebSession of this run: the network web tasks join, their hub state
-        # recorded at golden build and forked per fork (None: web tasks get the default bridge).
+        # recorded at golden build and forked per fork.
         self.web = web
+        # The Docker network the operator named for tasks that need the network (else only a web
+        # run's internal network; sandbox/task_network.py).
+        self.task_network = task_network if task_network is not None else opted_network()
         self._forks: set[DockerFork] = set()
         self._pools: set[ForkPool] = set()
         self._golden_computers: dict[str, DockerFork] = {}  # golden image id -> its kept build container
@@ -85,7 +90,8 @@ class DockerProvider:
                 memswap_limit=lim.mem,  # no swap: a hog is OOM-killed, not slowed to a crawl
                 nano_cpus=int(lim.cpus * 1e9),
                 shm_size=lim.shm_size,
-                network_mode=(self.web.network_mode if self.web is not None else "bridge") if network else "none",
+                network_mode=network_for(self.web.network_mode if self.web is not None else None, self.task_network,
+                                         self.api) if network else "none",
                 # The relay's folder, read-only: its socket is the one thing a fork can reach.
                 binds={key[1]: {"bind": judge_placement.MOUNT, "mode": "ro"}} if key[1] else None,
             )

@@ -35,17 +35,21 @@ def _tag_component(task_id: str) -> str:
 
 
 def find_golden(api: Any, bundle: Bundle, base_id: str) -> Golden | None:
-    """The newest golden of `bundle` on base image `base_id`, found by its labels."""
+    """The golden of `bundle` on base image `base_id`: the image its golden tag names, when that
+    image's labels say so too. Only this engine's own build (its commit) and a copy checked against
+    its pusher's record (fleet/golden_copy.py) put that tag on an image, so an image that merely
+    carries the labels (loaded, pulled under another name, dated in the future) is never served:
+    anyone can write labels and a creation date."""
     filters = {"label": [f"{LABEL_KIND}=golden", f"{LABEL_BUNDLE_HASH}={bundle.bundle_hash}",
                          f"{LABEL_BASE_IMAGE}={base_id}", f"{LABEL_GOLDEN_FORMAT}={GOLDEN_FORMAT}"]}
     try:
-        found = api.images(filters=filters)
+        found = api.images(name=golden_tag(bundle, base_id), filters=filters)
     except docker.errors.APIError as exc:
         raise infra("listing golden images", exc) from None
     usable = [(img, meta) for img in found if (meta := _meta(img)) is not None and _settled(meta)]
     if not usable:
         return None
-    img, meta = max(usable, key=lambda im: im[0].get("Created", 0))
+    img, meta = usable[0]  # a tag names one image
     g = golden_from(bundle, img["Id"], base_id, meta)
     g.tag = next((t for t in img.get("RepoTags") or [] if t.startswith("shinken-golden/")), g.tag)
     g.reused = True

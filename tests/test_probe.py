@@ -711,22 +711,30 @@ def test_ray_executor_gives_the_same_receipt(sandbox_image: str, demo_root: Path
 
 @pytest.mark.docker
 def test_ray_cluster_with_docker_nodes_via_cli(sandbox_image: str, demo_root: Path, tmp_path: Path) -> None:
-    """`--executor ray --ray-address`: a head started like a real cluster node, advertising
-    the shinken_docker resource; results come back to the driver's receipts."""
+    """`--executor ray --ray-address`: a head started like a real cluster's (`shinken fleet head`,
+    token authentication on), advertising the shinken_docker resource; the driver reaches it with
+    the token, results come back to the driver's receipts."""
     _keep_only(demo_root, "hello-file", "zero-signal")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}  # a throwaway local cluster; no token to hand around
-    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", f"--port={port}",
-                             "--num-cpus=2", '--resources={"shinken_docker": 2}', "--include-dashboard=false",
-                             "--disable-usage-stats"], env=env, cwd=tmp_path, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    token = {"RAY_AUTH_TOKEN_PATH": str(tmp_path / "ray-token")}  # made by the head
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}, **token,
+           "SHINKEN_RAY_START_ARGS": """--num-cpus=2 --resources='{"shinken_docker": 2}'"""}  # shell words
+    log = tmp_path / "head.log"
+    with open(log, "wb") as out:
+        head = subprocess.Popen([str(Path(sys.executable).parent / "shinken"), "fleet", "head", "--bind", "127.0.0.1",
+                                 "--port", str(port)], env=env, cwd=tmp_path, start_new_session=True,
+                                stdout=out, stderr=subprocess.STDOUT)
     try:
+        deadline = time.monotonic() + 300  # the driver checks the head answers: wait for it first
+        while "Ray runtime started" not in log.read_text(errors="replace"):
+            assert head.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+            time.sleep(0.5)
         receipt = tmp_path / "receipt.json"
         r = cli(str(demo_root), "--image", IMAGE, "--receipt", str(receipt), "--run-dir", str(tmp_path / "run"),
                 "--state-fidelity", "filesystem", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
-                "--concurrency", "2", env={"RAY_AUTH_MODE": "disabled"}, timeout=300)
+                "--concurrency", "2", env=token, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
         doc = _receipt(receipt)
         assert doc["summary"]["executor"] == "ray"
