@@ -138,6 +138,10 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                     "defective", "file_cli", {"reward_too_large"}),
     "binary-setup": ({"task.json": task("binary-setup", config=SH_SETUP), "initial_setup.sh": b"\x00\x01\x02garbage\xff",
                       "reward.py": OK_REWARD}, "defective", "file_cli", {"setup_not_text"}),
+    # An OSWorld test task with its parameter changed (the shipped index): kept out of training.
+    "benchmark-overlap": ({"task.json": task("benchmark-overlap", instruction='Could you change the display language '
+                                                                              'of VS Code to "Japanese" for me?'),
+                           "reward.py": OK_REWARD}, "blocked", "file_cli", {"benchmark_overlap"}),
     "unknown-app-type": ({"task.json": task("unknown-app-type", "spotify"), "reward.py": OK_REWARD},
                          "runnable", "file_cli", {"unknown_app_type"}),
     # --- loader defects ---

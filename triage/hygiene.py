@@ -1,0 +1,121 @@
+"""Dataset hygiene over a whole triaged root: each task's benchmark matches (a task that is an
+evaluation benchmark's test task gets the reason `benchmark_overlap`, a blocker unless the
+run keeps such tasks) and its family (near-duplicates that a split keeps on one side)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shinken.triage.benchmarks import SHIPPED, BenchmarkSet, load_benchmarks
+from shinken.triage.codes import BLOCKER, NOTE, verdict_of
+from shinken.triage.families import FamilySettings, assign_families, family_sizes
+from shinken.triage.overlap import CONTAINED, CONTAINED_RATIO, CONTAINED_WORDS, MIN_SHARED, THRESHOLD, Match, \
+    OverlapIndex
+from shinken.triage.wording import Wording, read
+
+OVERLAP_CODE = "benchmark_overlap"
+
+
+@dataclass(frozen=True)
+class HygieneOptions:
+    benchmark_dirs: tuple[Path, ...] = ()  # --benchmark DIR
+    shipped: tuple[str, ...] = SHIPPED
+    keep_overlap: bool = False  # --keep-benchmark-overlap: flagged tasks stay runnable (a note)
+    threshold: float = THRESHOLD
+    families: FamilySettings = FamilySettings()
+
+
+@dataclass
+class Hygiene:
+    """The loaded benchmarks and their index, for one run."""
+
+    options: HygieneOptions
+    benchmarks: list[BenchmarkSet] = field(default_factory=list)
+    index: OverlapIndex | None = None
+
+    @classmethod
+    def load(cls, options: HygieneOptions) -> "Hygiene":
+        sets = load_benchmarks(list(options.benchmark_dirs), shipped_names=options.shipped)
+        tasks = [t for s in sets for t in s.tasks]
+        return cls(options, sets, OverlapIndex(tasks, threshold=options.threshold) if tasks else None)
+
+    def settings(self) -> dict[str, Any]:
+        """What the report and the dataset card say about the check."""
+        return {
+            "benchmarks": [s.describe() for s in self.benchmarks],
+            "policy": "keep" if self.options.keep_overlap else "drop",
+            "overlap": {"threshold": self.options.threshold, "min_shared_words": MIN_SHARED,
+                        "contained_share": CONTAINED, "contained_min_words": CONTAINED_WORDS,
+                        "contained_max_ratio": CONTAINED_RATIO,
+                        "method": "IDF-weighted Jaccard of templates (parameters as slots) or of plain words, one "
+                                  "unquoted name may differ; or the task contains the benchmark task"},
+            "families": self.options.families.as_json(),
+        }
+
+    def apply(self, tasks: list[dict[str, Any]], instructions: list[str | None]) -> list[dict[str, Any]]:
+        """New task entries with `family`, `benchmark_matches` and, when matched, the
+        `benchmark_overlap` reason and the verdict it gives. `instructions[i]` is task i's."""
+        readings: dict[str, Wording] = {}
+        found: dict[str, list[Match]] = {}
+        wordings: list[Wording | None] = []
+        for text in instructions:
+            if not isinstance(text, str) or not text.strip():
+                wordings.append(None)
+                continue
+            w = readings.get(text)
+            if w is None:
+                w = readings[text] = read(text)
+                if self.index is not None:
+                    found[text] = self.index.matches(w)
+            wordings.append(w)
+        families = assign_families([t["id"] for t in tasks], wordings, self.options.families)
+        out = []
+        for t, text, fam in zip(tasks, instructions, families):
+            matches = found.get(text, []) if isinstance(text, str) else []
+            entry = {**t, "family": fam, "benchmark_matches": [m.as_json() for m in matches]}
+            if matches:
+                entry["reasons"] = [*t["reasons"], self._reason(matches)]
+                entry["verdict"] = verdict_of(entry["reasons"])
+            out.append(entry)
+        return out
+
+    def _reason(self, matches: list[Match]) -> dict[str, str]:
+        best = matches[0]
+        differ = "; ".join(f"{d['slot']} {d['benchmark']!r} -> {d['task']!r}" for d in best.slots_differ)
+        others = f", and {len(matches) - 1} more" if len(matches) > 1 else ""
+        what = "kept (--keep-benchmark-overlap)" if self.options.keep_overlap else \
+            "kept out of the training data (--keep-benchmark-overlap keeps it)"
+        return {"code": OVERLAP_CODE, "severity": NOTE if self.options.keep_overlap else BLOCKER,
+                "subject": f"{best.benchmark}:{best.task_id}",
+                "detail": f"matches {best.benchmark} test task {best.task_id} (score {best.score:.2f}"
+                          + (f"; differs in {differ}" if differ else "; no parameter differs") + f"{others}); {what}"}
+
+
+def overlap_summary(tasks: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    """Tasks matching each benchmark (and how many of its tasks they match) for the report."""
+    per: dict[str, set[str]] = {}
+    hit: dict[str, set[str]] = {}
+    flagged = 0
+    for t in tasks:
+        ms = t.get("benchmark_matches") or []
+        if ms:
+            flagged += 1
+        for m in ms:
+            per.setdefault(m["benchmark"], set()).add(t["id"])
+            hit.setdefault(m["benchmark"], set()).add(m["task_id"])
+    benchmarks = [{**b, "flagged": len(per.get(b["name"], ())), "benchmark_tasks_matched": len(hit.get(b["name"], ()))}
+                  for b in settings["benchmarks"]]
+    return {"flagged": flagged, "policy": settings["policy"], "benchmarks": benchmarks, "settings": settings["overlap"]}
+
+
+def families_summary(tasks: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+    fams = [t["family"] for t in tasks]
+    counts = Counter(fams)
+    largest = min(counts.items(), key=lambda kv: (-kv[1], kv[0])) if counts else ("", 0)
+    return {"families": len(counts), "with_variants": sum(1 for n in counts.values() if n > 1),
+            "tasks_in_variants": sum(n for n in counts.values() if n > 1),
+            "largest": {"family": largest[0], "tasks": largest[1]}, "sizes": family_sizes(fams),
+            "settings": settings["families"]}
