@@ -31,7 +31,7 @@ _NUMBER_WORDS = (
     "thrice dozen"
 ).split()
 NUMBER_WORDS = frozenset(_NUMBER_WORDS)
-_NUM = r"[$€£¥]?\d+(?:[.,:/]\d+)*(?:%|[A-Za-z]{1,3}\b)?"
+_NUM = r"(?<![\w.])[$€£¥]?\d+(?:[.,:/]\d+)*(?:%|[A-Za-z]{1,4}\b)?(?!\w)"  # not inside a word: "H2O", "v2"
 # (kind, pattern, a character every match holds): a text without the character skips the kind.
 _KINDS = (("url", _URL, "/"), ("email", _EMAIL, "@"), ("quote", _QUOTE, "\"'`“‘"), ("path", _PATH, "/"),
           ("file", _FILE, "."), ("cell", _CELL, "0123456789"), ("num", _NUM, "0123456789"))
