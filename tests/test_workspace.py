@@ -19,10 +19,6 @@ REPO = Path(__file__).resolve().parent.parent
 SERVER = Path("resources_servers/shinken_cua")
 
 
-VERBS = ("Summarise", "Translate", "Proofread", "Reformat", "Shorten", "Illustrate")
-NOUNS = ("budget", "harbour", "orchard", "glacier", "lantern", "meadow", "quarry", "tundra", "violin", "walrus")
-
-
 def _bundle(root: Path, tid: str, instruction: str, app_type: str = "os") -> None:
     d = root / tid
     d.mkdir(parents=True)
@@ -41,7 +37,7 @@ def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
     ids = []
     for i in range(60):
         app = ("calc", "writer", "os")[i % 3]
-        text = f"{VERBS[i % 6]} the {NOUNS[i // 6]} section {app}."
+        text = f"Catalogue the zorb{i} records with the quib{i} tool in {app}."
         if i in (1, 4):
             text = "  Shared   instruction ONE "
         if i in (7, 10):

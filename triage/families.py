@@ -3,9 +3,11 @@ on one side.
 
 Two tasks are one family when their templates (`wording.read`: content words with every
 parameter as a typed slot) are equal, which puts "set line spacing to double" and "... to
-1.5" together, or similar enough: a Jaccard similarity of at least FAMILY_THRESHOLD over
-the templates' words and word pairs (a name changed without quotes leaves most of both).
-Families are the connected components of those links.
+1.5" together; when they differ in one word only and share at least SUBSTITUTION_MIN_SHARED
+("install the Python extension in VS Code" and "... the Prettier extension ...": a name
+changed without quotes; never the first word, mostly the action); or when they are similar enough: a Jaccard similarity of at least
+FAMILY_THRESHOLD over the templates' words and word pairs. Families are the connected
+components of those links.
 
 Similar pairs come from a set-similarity join with prefix filtering: shingles are ranked
 rarest first, and a pair at or above the threshold must share one of the first
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from shinken.triage.wording import Wording, normalize
 
 FAMILY_THRESHOLD = 0.6
+SUBSTITUTION_MIN_SHARED = 3
+SUBSTITUTION_MAX_WORDS = 8  # from 7 words on, Jaccard >= 0.6 holds for one word changed
 COMMON_FLOOR = 64
 COMMON_SHARE = 100
 
@@ -35,7 +39,9 @@ class FamilySettings:
     common_share: int = COMMON_SHARE
 
     def as_json(self) -> dict[str, object]:
-        return {"method": "equal templates, or Jaccard of template words and word pairs (prefix-filtered join)",
+        return {"method": "equal templates, templates differing in one word (at least "
+                          f"{SUBSTITUTION_MIN_SHARED} shared), or Jaccard of template words and word pairs "
+                          "(prefix-filtered join)",
                 "threshold": self.threshold,
                 "common_shingle_cap": f"max({self.common_floor}, tasks / {self.common_share})"}
 
@@ -75,7 +81,9 @@ def assign_families(ids: Sequence[str], wordings: Sequence[Wording | None],
         key_of.append(keys.setdefault(k, len(keys)))
     templates = list(keys)
     links = _Union(len(templates))
-    _join_similar([t if isinstance(t, tuple) and t and t[0] != "\0" else () for t in templates], links, settings)
+    words = [t if isinstance(t, tuple) and t and t[0] != "\0" else () for t in templates]
+    _join_substitutions(words, links)
+    _join_similar(words, links, settings)
     smallest: dict[int, str] = {}
     for tid, k in zip(ids, key_of):
         if k >= 0:
@@ -83,6 +91,22 @@ def assign_families(ids: Sequence[str], wordings: Sequence[Wording | None],
             if root not in smallest or tid < smallest[root]:
                 smallest[root] = tid
     return [tid if k < 0 else smallest[links.find(k)] for tid, k in zip(ids, key_of)]
+
+
+def _join_substitutions(templates: list[tuple[str, ...]], links: _Union) -> None:
+    """Join templates equal but for one word: each is filed under itself with one position
+    blanked; two filed under the same key differ at that position only. Only short templates:
+    in one of SUBSTITUTION_MAX_WORDS words or more, one word changed still leaves a Jaccard
+    similarity over FAMILY_THRESHOLD."""
+    seen: dict[tuple[int, tuple[str, ...]], int] = {}
+    for i, words in enumerate(templates):
+        if not SUBSTITUTION_MIN_SHARED < len(words) < SUBSTITUTION_MAX_WORDS:
+            continue
+        for pos in range(1, len(words)):  # not the first word: mostly the action ("summarise" vs "translate")
+            key = (pos, words[:pos] + words[pos + 1:])
+            j = seen.setdefault(key, i)
+            if j != i:
+                links.join(i, j)
 
 
 def _join_similar(templates: list[tuple[str, ...]], links: _Union, settings: FamilySettings) -> None:

@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shinken.triage.wording import Slot, Wording, read
+from shinken.triage.wording import Slot, Wording, content_words, read
 
 THRESHOLD = 0.6  # score at or above which a task is a benchmark task (docs/triage.md: how it was chosen)
 MIN_SHARED = 3  # content words (not slots) a match must share, so short generic instructions never match
@@ -158,7 +158,8 @@ class OverlapIndex:
                     best, swapped = score, swap
             if best >= th:
                 differ = slots_differ(e.task.wording.slots, wording.slots)
-                if swapped is not None:
+                if swapped is not None and not any(swapped[0] in content_words(d["benchmark"] or "") for d in differ):
+                    # A name changed outside any slot already named.
                     differ += ({"slot": "name", "benchmark": e.task.wording.as_written(swapped[0]),
                                 "task": wording.as_written(swapped[1])},)
                 found.append((best, i, differ))
@@ -177,22 +178,23 @@ class OverlapIndex:
         inter = sum([idf[t] for t in shared])  # shared tokens are the index's: all weighed
         union = w_mine + w_theirs - inter
         score, swap = inter / union, None
-        if score < th:
-            if (inter >= CONTAINED * w_theirs and w_mine <= CONTAINED_RATIO * w_theirs
-                    and sum(1 for t in theirs if t[0] != "<") >= CONTAINED_WORDS):
-                # The benchmark task inside a longer one ("The sheet is open in Calc. <task> Save.").
-                score = th
-            elif swap_e and union - swap_e - heavy > 0 and inter >= th * (union - swap_e - heavy):
-                lost = [t for t in e.task.wording.names if t in theirs and t not in mine]
-                extra = [t for t in mine if t not in theirs and t[0] != "<"]
-                if len(lost) != 1 or not extra:
-                    return 0.0, None
-                gone = lost[0]
+        contained = score < th and (inter >= CONTAINED * w_theirs and w_mine <= CONTAINED_RATIO * w_theirs
+                                    and sum(1 for t in theirs if t[0] != "<") >= CONTAINED_WORDS)
+        if swap_e and union - swap_e - heavy > 0 and inter >= th * (union - swap_e - heavy):
+            # One name of the benchmark task swapped for the task's rarest word of its own;
+            # tried when it could reach the threshold, and named when it scores best.
+            lost = [t for t in e.task.wording.names if t in theirs and t not in mine]
+            extra = [t for t in mine if t not in theirs and t[0] != "<"]
+            if len(lost) == 1 and extra:
                 came = max(extra, key=lambda t: (idf.get(t, unseen), t))
-                rest = union - idf[gone] - idf.get(came, unseen)
-                score, swap = (inter / rest if rest > 0 else 0.0), (gone, came)
-            if score < th:
+                rest = union - idf[lost[0]] - idf.get(came, unseen)
+                if rest > 0 and inter / rest > score:
+                    score, swap = inter / rest, (lost[0], came)
+        if score < th:
+            if not contained:
                 return 0.0, None
+            # The benchmark task inside a longer one ("The sheet is open in Calc. <task> Save.").
+            score = th
         words = sum(1 for t in shared if t[0] != "<")
         if task_slots is not None:
             # A template's own words must carry it: slot values that agree count as evidence,

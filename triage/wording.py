@@ -115,12 +115,17 @@ def content_words(text: str) -> list[str]:
 
 def _template_words(text: str, words: list[str], slots: list[Slot]) -> None:
     """Content words of lower-cased `text` onto `words`, spelled-out numbers as num slots."""
-    for w in content_words(text):
+    memo = _stem_memo
+    for w in _WORD.findall(text):
         if w in NUMBER_WORDS:
             words.append("<num>")
             slots.append(Slot("num", w))
-        else:
-            words.append(w)
+            continue
+        s = memo.get(w, "")
+        if s == "":
+            s = memo[w] = None if (w in STOP_WORDS or len(w) < 2) else stem(w)
+        if s is not None:
+            words.append(s)
 
 
 @dataclass(frozen=True)
