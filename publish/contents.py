@@ -165,7 +165,7 @@ def hygiene(inputs: Inputs, kept: list[Bundle], split: Split) -> dict[str, Any]:
     settings = check.settings()
     published = [{"id": b.id, "family": fam} for ids in (split.train, split.validation)
                  for b, fam in _families_of(kept, ids, split)]
-    matched = check.apply([{"id": b.id, "reasons": [], "verdict": "runnable"} for b in kept],
+    matched, _ = check.apply([{"id": b.id, "reasons": [], "verdict": "runnable"} for b in kept],
                           [b.instruction for b in kept])
     flagged = {t["id"]: t["benchmark_matches"] for t in matched if t["benchmark_matches"]}
     triaged = inputs.triage.doc["summary"].get("benchmark_overlap") if inputs.triage else None

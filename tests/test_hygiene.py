@@ -57,6 +57,8 @@ def test_reading_survives_rewording_and_slots_parameters() -> None:
     b = read("CHANGE THE DISPLAY LANGUAGE OF VS CODE TO 'Japanese' THANKS")
     assert a.words == b.words and a.words[-1] == "<quote>"
     assert read("Set line spacing to double").words == read("set the line spacing to 1.5.").words
+    assert read("Could you do me a favor and lock my screen when I leave, if possible? Thanks in advance!").words \
+        == read("Lock my screen when I leave.").words
     assert read("Change the 2 in H2O to a subscript").slots[0].value == "2"  # not a number inside a word
     assert [s.kind for s in read("Copy /home/user/a.txt to report.docx, cell B6, at https://x.org, bob@x.org").slots] \
         == ["path", "file", "cell", "url", "email"]
@@ -229,9 +231,17 @@ def test_triage_blocks_benchmark_tasks_and_names_families(mixed_root: Path, tmp_
         "name": "osworld", "origin": "", "tasks": 369, "skipped_files": 0, "flagged": 2, "benchmark_tasks_matched": 2}
     assert s["families"]["sizes"] == {"1": 4, "2": 1} and s["families"]["largest"] == {"family": "spacing-a", "tasks": 2}
     assert s["by_reason"]["benchmark_overlap"] == 2
-    # An unchanged re-run takes every task from the results memo and gives the same report.
+    # An unchanged re-run takes every task from the results memo and the families and matches
+    # from the last pass, and gives the same report; an edited instruction is matched anew.
     again = _triage(shinken_cli, mixed_root, tmp_path)
     assert again["summary"]["run"]["analysed"] == 0 and again["tasks"] == doc["tasks"]
+    assert again["summary"]["run"]["hygiene_reused"] and not doc["summary"]["run"]["hygiene_reused"]
+    task_file = mixed_root / "copy-param" / "task.json"
+    task_file.write_text(task_file.read_text().replace("change the display language of VS Code to",
+                                                       "archive every message from the vendor named"))
+    edited = _triage(shinken_cli, mixed_root, tmp_path)
+    assert not edited["summary"]["run"]["hygiene_reused"] and edited["summary"]["benchmark_overlap"]["flagged"] == 1
+    assert {t["id"]: t for t in edited["tasks"]}["copy-param"]["verdict"] == "runnable"
 
 
 def test_keep_option_and_benchmark_folders(mixed_root: Path, tmp_path: Path, shinken_cli) -> None:
@@ -303,3 +313,45 @@ def test_make_workspace_keeps_a_family_on_one_side(tmp_path: Path, shinken_cli) 
         val = set(manifest["validation"])
         assert val and all(set(m) <= val or not set(m) & val for m in manifest["families"].values())
         shutil.rmtree(dest)
+
+
+def test_published_dataset_drops_benchmark_tasks_and_names_kept_ones(tmp_path: Path, repo_root: Path,
+                                                                     shinken_cli) -> None:
+    """The recorded demo receipt plus two OSWorld copies: one the probe dropped for overlap (a
+    `dropped` row of stage triage), one kept (--keep-benchmark-overlap): the card and
+    provenance.json name it, the overlap per benchmark, the family sizes and the settings."""
+    from shinken.bundles.loader import load_bundle
+
+    root = tmp_path / "demo"
+    shutil.copytree(repo_root / "demo", root)
+    _write_task(root, "osworld-dropped", "Could you tone down the brightness of my photo?")
+    _write_task(root, "osworld-kept", 'Please help me change the display language of VS Code to "Japanese".')
+    doc = json.loads((DATA / "demo_receipt.json").read_text())
+    dropped_line = next(t for t in doc["tasks"] if t["reason"] == "zero_signal")
+    kept_line = next(t for t in doc["tasks"] if t["outcome"] == "kept")
+    detail = "triage: matches osworld test task 7a4deb26-d57d-4ea9-9a73-630f66a7b568 (score 1.00; no parameter differs)"
+    for tid, line, extra in (("osworld-dropped", dropped_line, {"reason": "benchmark_overlap", "detail": detail}),
+                             ("osworld-kept", kept_line, {})):
+        doc["tasks"].append({**line, "task_id": tid, "bundle_hash": load_bundle(root / tid).bundle_hash, **extra})
+    doc["kept"].append("osworld-kept")
+    doc["dropped"].append({"id": "osworld-dropped", "reason": "benchmark_overlap", "detail": detail})
+    doc["summary"]["by_reason"]["benchmark_overlap"] = 1
+    receipt = tmp_path / "receipt.json"
+    receipt.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    p = shinken_cli("publish", "--repo-id", "team/clean", "--receipt", receipt, "--task-root", root,
+                    "--license", "apache-2.0", "--local-dir", out, "--json")
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(x) for x in (out / "data" / "dropped.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["task_id"] == "osworld-dropped")
+    assert (row["stage"], row["reason"], row["codes"]) == ("triage", "benchmark_overlap", ["benchmark_overlap"])
+    prov = json.loads((out / "provenance.json").read_text())
+    ov = prov["hygiene"]["benchmark_overlap"]
+    assert ov["dropped"] == 1 and [(x["task_id"], x["benchmark_task"]) for x in ov["published"]] == \
+        [("osworld-kept", "7c4cc09e-7a92-40dd-8338-b2286535c4ed")]
+    assert ov["benchmarks"][0]["name"] == "osworld" and ov["settings"]["threshold"] == 0.6
+    assert sum(int(k) * n for k, n in prov["hygiene"]["families"]["sizes"].items()) == len(doc["kept"])
+    card = (out / "README.md").read_text()
+    assert "## Benchmark overlap and task families" in card and "`osworld-kept`" in card and "KEPT" in card
+    assert "1 task(s) were dropped for it" in card and "| `osworld` | 369 |" in card
+    assert "each task family" in card

@@ -192,3 +192,31 @@ class ResultsMemo:
             if st is not None:
                 keep[f] = [st[0], st[2], task, instruction]
         _write(self.path, {**self.header, "tasks": keep})
+
+
+class HygieneMemo:
+    """The last hygiene pass's result (triage/hygiene.py): each task's family and benchmark
+    matches, for one fingerprint of everything the pass reads. One file, replaced by each
+    run that computes anew; the code fingerprint empties it like the others."""
+
+    def __init__(self, directory: Path | None, fingerprint: str) -> None:
+        self.path = (directory or cache_dir()) / "hygiene.json"
+        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "inputs": fingerprint}
+
+    def load(self, n: int) -> list[tuple[str, list[dict[str, Any]]]] | None:
+        try:
+            doc = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in self.header.items()):
+            return None
+        rows = doc.get("tasks")
+        if not isinstance(rows, list) or len(rows) != n:
+            return None
+        return [(fam, matches) for fam, matches in rows]
+
+    def save(self, rows: list[tuple[str, list[dict[str, Any]]]]) -> None:
+        try:
+            _write(self.path, {**self.header, "tasks": rows})
+        except OSError:
+            pass  # an unwritable cache costs the next run the pass, nothing else

@@ -4,12 +4,16 @@ run keeps such tasks) and its family (near-duplicates that a split keeps on one 
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from shinken.triage.benchmarks import SHIPPED, BenchmarkSet, load_benchmarks
+from shinken.triage.cache import HygieneMemo
 from shinken.triage.codes import BLOCKER, NOTE, verdict_of
 from shinken.triage.families import FamilySettings, assign_families, family_sizes
 from shinken.triage.overlap import CONTAINED, CONTAINED_RATIO, CONTAINED_WORDS, MIN_SHARED, THRESHOLD, Match, \
@@ -17,6 +21,7 @@ from shinken.triage.overlap import CONTAINED, CONTAINED_RATIO, CONTAINED_WORDS, 
 from shinken.triage.wording import Wording, read
 
 OVERLAP_CODE = "benchmark_overlap"
+HYGIENE_VERSION = 1  # bump when what the pass computes changes in a way the settings do not show
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,41 @@ class Hygiene:
             "families": self.options.families.as_json(),
         }
 
-    def apply(self, tasks: list[dict[str, Any]], instructions: list[str | None]) -> list[dict[str, Any]]:
+    def fingerprint(self, ids: list[str], instructions: list[str | None]) -> str:
+        """Everything the pass reads: the settings, the benchmarks' tasks, and every task's
+        id and instruction in order. Equal fingerprints, equal families and matches."""
+        h = hashlib.sha256(orjson.dumps([HYGIENE_VERSION, self.settings(),
+                                         [[t.benchmark, t.task_id, t.wording.text] for s in self.benchmarks
+                                          for t in s.tasks]]))
+        for tid, text in zip(ids, instructions):
+            h.update(tid.encode("utf-8", "surrogatepass") + b"\0" + (text or "").encode("utf-8", "surrogatepass") + b"\1")
+        return h.hexdigest()[:32]
+
+    def apply(self, tasks: list[dict[str, Any]], instructions: list[str | None],
+              memo_dir: Path | None = None) -> tuple[list[dict[str, Any]], bool]:
         """New task entries with `family`, `benchmark_matches` and, when matched, the
-        `benchmark_overlap` reason and the verdict it gives. `instructions[i]` is task i's."""
+        `benchmark_overlap` reason and the verdict it gives. `instructions[i]` is task i's.
+        `memo_dir`: where the last run's families and matches are kept, reused when nothing
+        the pass reads changed (an unchanged re-run skips the reading and the matching); the
+        second value says whether they were."""
+        ids = [t["id"] for t in tasks]
+        memo = HygieneMemo(memo_dir, self.fingerprint(ids, instructions)) if memo_dir is not None else None
+        known = memo.load(len(tasks)) if memo is not None else None
+        reused = known is not None
+        if known is None:
+            known = self._compute(ids, instructions)
+            if memo is not None:
+                memo.save(known)
+        out = []
+        for t, (fam, matches) in zip(tasks, known):
+            entry = {**t, "family": fam, "benchmark_matches": matches}
+            if matches:
+                entry["reasons"] = [*t["reasons"], self._reason(matches)]
+                entry["verdict"] = verdict_of(entry["reasons"])
+            out.append(entry)
+        return out, reused
+
+    def _compute(self, ids: list[str], instructions: list[str | None]) -> list[tuple[str, list[dict[str, Any]]]]:
         readings: dict[str, Wording] = {}
         found: dict[str, list[Match]] = {}
         wordings: list[Wording | None] = []
@@ -71,26 +108,19 @@ class Hygiene:
                 if self.index is not None:
                     found[text] = self.index.matches(w)
             wordings.append(w)
-        families = assign_families([t["id"] for t in tasks], wordings, self.options.families)
-        out = []
-        for t, text, fam in zip(tasks, instructions, families):
-            matches = found.get(text, []) if isinstance(text, str) else []
-            entry = {**t, "family": fam, "benchmark_matches": [m.as_json() for m in matches]}
-            if matches:
-                entry["reasons"] = [*t["reasons"], self._reason(matches)]
-                entry["verdict"] = verdict_of(entry["reasons"])
-            out.append(entry)
-        return out
+        families = assign_families(ids, wordings, self.options.families)
+        return [(fam, [m.as_json() for m in found.get(text, [])] if isinstance(text, str) else [])
+                for text, fam in zip(instructions, families)]
 
-    def _reason(self, matches: list[Match]) -> dict[str, str]:
+    def _reason(self, matches: list[dict[str, Any]]) -> dict[str, str]:
         best = matches[0]
-        differ = "; ".join(f"{d['slot']} {d['benchmark']!r} -> {d['task']!r}" for d in best.slots_differ)
+        differ = "; ".join(f"{d['slot']} {d['benchmark']!r} -> {d['task']!r}" for d in best["slots_differ"])
         others = f", and {len(matches) - 1} more" if len(matches) > 1 else ""
         what = "kept (--keep-benchmark-overlap)" if self.options.keep_overlap else \
             "kept out of the training data (--keep-benchmark-overlap keeps it)"
         return {"code": OVERLAP_CODE, "severity": NOTE if self.options.keep_overlap else BLOCKER,
-                "subject": f"{best.benchmark}:{best.task_id}",
-                "detail": f"matches {best.benchmark} test task {best.task_id} (score {best.score:.2f}"
+                "subject": f"{best['benchmark']}:{best['task_id']}",
+                "detail": f"matches {best['benchmark']} test task {best['task_id']} (score {best['score']:.2f}"
                           + (f"; differs in {differ}" if differ else "; no parameter differs") + f"{others}); {what}"}
 
 

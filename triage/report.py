@@ -152,7 +152,8 @@ def build_report(
         "python": f"{caps.python_version[0]}.{caps.python_version[1]}",
         "mock_urls": mock_urls,
         "run": {"folders": stats.folders, "cache_hits": stats.cache_hits, "analysed": stats.analysed,
-                "workers": stats.workers, "seconds": round(stats.seconds, 3)},
+                "workers": stats.workers, "seconds": round(stats.seconds, 3),
+                "hygiene_seconds": round(stats.hygiene_seconds, 3), "hygiene_reused": stats.hygiene_reused},
     })
     return {
         "schema": SCHEMA_TAG,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from shinken.bundles.loader import discover_entries
-from shinken.triage.cache import ResultsMemo, TriageCache, stat_key
+from shinken.triage.cache import ResultsMemo, TriageCache, cache_dir, stat_key
 from shinken.triage.evaluate import Capabilities, Evaluator, StateDefects
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ class RunStats:
     analysed: int = 0
     workers: int = 0
     seconds: float = 0.0
+    hygiene_seconds: float = 0.0  # the whole-root pass: benchmark overlap and families (in `seconds`)
+    hygiene_reused: bool = False  # its result came from the last run's (nothing it reads changed)
     cache_error: str | None = None
 
 
@@ -336,7 +338,10 @@ def _triage_root(
 
         hygiene = Hygiene.load(HygieneOptions())
     # Over the whole root, after every task is known: families link tasks across it.
-    run.tasks = hygiene.apply([results[f] for f in order], [instructions.get(f) for f in order])
+    t1 = time.perf_counter()
+    run.tasks, st.hygiene_reused = hygiene.apply([results[f] for f in order], [instructions.get(f) for f in order],
+                                                 memo_dir=(cache_directory or cache_dir()) if use_cache else None)
     run.hygiene = hygiene.settings()
+    st.hygiene_seconds = time.perf_counter() - t1
     st.seconds = time.perf_counter() - t0
     return run
