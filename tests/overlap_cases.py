@@ -39,6 +39,17 @@ def reword(text: str, i: int) -> str:
     return ("Please ", "Hey, could you ", "")[i % 3] + s + (" Thanks!", "", " Thank you.")[i % 3]
 
 
+OPENERS = ("Quick question: ", "Go ahead and ", "Make sure to ", "Real quick, ", "I was wondering, ", "Hi team, ",
+           "Urgent: ", "When you can, ", "No rush, but ")
+CLOSERS = (" Much appreciated!", " Cheers mate.", " That would be great.", " Thanks a bunch!", " You're the best.",
+           " Let me know when it's done.")
+
+
+def with_small_talk(text: str, i: int) -> str:
+    """The request wrapped in an opener and a closer of small talk."""
+    return OPENERS[i % len(OPENERS)] + text[:1].lower() + text[1:] + CLOSERS[i % len(CLOSERS)]
+
+
 def change_parameter(text: str, i: int) -> tuple[str, str] | None:
     """(the task with one parameter changed, which kind), or None when it has no parameter
     or the parameter is most of the task (fewer than three content words around it: "set

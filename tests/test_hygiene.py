@@ -18,7 +18,7 @@ from shinken.triage.families import assign_families
 from shinken.triage.overlap import OverlapIndex
 from shinken.triage.wording import WORDING_VERSION, read
 from shinken.workspace.split import split_ids
-from tests.overlap_cases import change_parameter, reword
+from tests.overlap_cases import change_parameter, reword, with_small_talk
 from tests.variant_cases import VARIANT_CASES
 
 DATA = Path(__file__).parent / "data"
@@ -65,13 +65,15 @@ def test_reading_survives_rewording_and_slots_parameters() -> None:
 
 
 def test_held_out_style_osworld_tasks_are_all_flagged_with_their_id(osworld: OverlapIndex) -> None:
-    """Every test task verbatim, reworded, with one parameter changed, and both: flagged, its
-    own id among the matches, and a changed parameter named in slots_differ."""
+    """Every test task verbatim, reworded, wrapped in small talk, with one parameter changed,
+    and reworded after the change: flagged, its own id among the matches, and a changed
+    parameter named in slots_differ."""
     counts = {"verbatim": 0, "reworded": 0, "parameter": 0, "reworded parameter": 0}
     for i, t in enumerate(shipped("osworld").tasks):
         text = t.wording.text
         assert t.task_id in _ids(osworld, text), text
         assert t.task_id in _ids(osworld, reword(text, i)), reword(text, i)
+        assert t.task_id in _ids(osworld, with_small_talk(text, i)), with_small_talk(text, i)
         counts["verbatim"] += 1
         counts["reworded"] += 1
         changed = change_parameter(text, i)

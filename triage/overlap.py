@@ -4,12 +4,15 @@ reworded or with a parameter changed.
 Each instruction is read once (`wording.read`) into a template (content words, slots as
 `<kind>`) and a plain word set. A task and a benchmark task score the larger of two
 IDF-weighted Jaccard similarities: of their templates (survives a changed number, name,
-file or path) and of their plain words (survives rewording that drops quotes). The IDF is
-taken over the benchmarks' own tasks, so words every benchmark task uses weigh little and a
-word no benchmark task uses weighs most. Candidates come from an inverted index probed with
-each task's rarest words (prefix filtering: a pair at or above the threshold must share one
-of them), never from all pairs. A match also needs enough shared weight that generic
-instructions ("save the file") never match on their few common words.
+file or path) and of their plain words (survives rewording that drops quotes); one name the
+benchmark task writes capitalised may be swapped for the task's rarest word of its own (a name
+changed without quotes); a task that holds nearly all of a benchmark task contains it. The IDF
+is taken over the benchmarks' own tasks, so words every benchmark task uses weigh little and a
+word no benchmark task uses weighs most. Each benchmark task is indexed under its rarest words,
+enough that a task reaching the threshold holds one of them (prefix filtering), so a task is
+only compared with the few benchmark tasks it shares such a word with, never with all. A match
+also needs shared words enough that generic instructions ("save the file") never match on
+their few common words.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 # Bump when the reading changes: the shipped benchmark index records the version it was
 # derived with (tests compare it with this code's reading).
-WORDING_VERSION = 2
+WORDING_VERSION = 3
 
 SLOT_KINDS = ("url", "email", "path", "file", "quote", "cell", "num")
 
@@ -57,7 +57,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 _POLITE = re.compile(r"\b(?:thanks?(?: you)?(?: so much| very much| a lot)? in advance|do me (?:a|the) favou?r(?: and| of)?"
                      r"|if (?:it is |it's )?(?:at all )?possible|if you (?:do not|don't) mind"
                      r"|when(?:ever)? you (?:get|have) (?:a|the) (?:chance|moment|minute|second|sec)"
-                     r"|at your (?:earliest )?convenience|as soon as possible|asap)\b", re.IGNORECASE)
+                     r"|at your (?:earliest )?convenience|as soon as possible|asap|let me know(?: when(?: (?:it is|it's|you are|you're) done)?)?"
+                     r"|you(?: are|'re) the best|go ahead and|make sure(?: that| to)?)\b", re.IGNORECASE)
 _POSSESSIVE = re.compile(r"(\w)['’]s\b")
 _NOT = re.compile(r"n['’]t\b")
 
@@ -77,6 +78,8 @@ please kindly pls plz thanks thank thx cheers hey hi hello dear ok okay oh well 
 help helping assist assistance want wanted wish need needs needed like love would'd mind possible possibly
 let lets let's able try trying appreciate appreciated grateful greatly really actually simply quickly maybe
 something anything everything somehow now currently right just kind sort
+rush hurry urgent urgently quick question wondering wonder hope hoping sorry bother trouble excuse
+awesome amazing great wonderful perfect mate buddy pal bunch advance favor favour
 """.split())
 
 
