@@ -25,6 +25,7 @@ SCHEMA_NAMES = (
     "fleet_host", "fleet_status", "fleet_gc",
     "desktop_record",
     "benchmark_index",
+    "image_audit",
 )
 
 
