@@ -127,6 +127,8 @@ VARIANTS = [
      "the workbook."],
     ["Export report.docx as a PDF to the Desktop.", "Export summary_2024.docx as a PDF to the Desktop."],
     ["Install the Python extension in VS Code.", "Install the Prettier extension in VS Code."],
+    ["Make Times New Roman the default font in Writer.", "Make Arial the default font in Writer.",
+     "Make DejaVu Sans Mono the default font in Writer."],
     ["Resize photo.png to 800x600 pixels in GIMP and export it as small.png.",
      "Resize photo.png to 1024x768 pixels in GIMP and export it as medium.png."],
     ["Find a flight from Dublin to Vienna on the 10th of next month for 2 adults.",

@@ -37,7 +37,7 @@ def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
     ids = []
     for i in range(60):
         app = ("calc", "writer", "os")[i % 3]
-        text = f"Catalogue the zorb{i} records with the quib{i} tool in {app}."
+        text = f"Zorb{i} the quib{i} records in {app}."  # distinct from the first word on: no family
         if i in (1, 4):
             text = "  Shared   instruction ONE "
         if i in (7, 10):

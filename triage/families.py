@@ -3,9 +3,10 @@ on one side.
 
 Two tasks are one family when their templates (`wording.read`: content words with every
 parameter as a typed slot) are equal, which puts "set line spacing to double" and "... to
-1.5" together; when they differ in one word only and share at least SUBSTITUTION_MIN_SHARED
-("install the Python extension in VS Code" and "... the Prettier extension ...": a name
-changed without quotes; never the first word, mostly the action); or when they are similar enough: a Jaccard similarity of at least
+1.5" together; when short templates differ in one span of up to three words and keep the
+rest ("install the Python extension in VS Code" and "... the Prettier extension ...", "make
+Times New Roman the default font" and "make Arial ...": a name changed without quotes; never
+the first word, mostly the action); or when they are similar enough: a Jaccard similarity of at least
 FAMILY_THRESHOLD over the templates' words and word pairs. Families are the connected
 components of those links.
 
@@ -27,7 +28,8 @@ from shinken.triage.wording import Wording, normalize
 
 FAMILY_THRESHOLD = 0.6
 SUBSTITUTION_MIN_SHARED = 3
-SUBSTITUTION_MAX_WORDS = 8  # from 7 words on, Jaccard >= 0.6 holds for one word changed
+SUBSTITUTION_MAX_WORDS = 12  # longer templates: the Jaccard join
+SPAN_WORDS = 3
 COMMON_FLOOR = 64
 COMMON_SHARE = 100
 
@@ -39,9 +41,9 @@ class FamilySettings:
     common_share: int = COMMON_SHARE
 
     def as_json(self) -> dict[str, object]:
-        return {"method": "equal templates, templates differing in one word (at least "
-                          f"{SUBSTITUTION_MIN_SHARED} shared), or Jaccard of template words and word pairs "
-                          "(prefix-filtered join)",
+        return {"method": f"equal templates, templates of up to {SUBSTITUTION_MAX_WORDS} words differing in one "
+                          f"span of up to {SPAN_WORDS} words (not the first; at least {SUBSTITUTION_MIN_SHARED} and "
+                          "half kept), or Jaccard of template words and word pairs (prefix-filtered join)",
                 "threshold": self.threshold,
                 "common_shingle_cap": f"max({self.common_floor}, tasks / {self.common_share})"}
 
@@ -94,19 +96,27 @@ def assign_families(ids: Sequence[str], wordings: Sequence[Wording | None],
 
 
 def _join_substitutions(templates: list[tuple[str, ...]], links: _Union) -> None:
-    """Join templates equal but for one word: each is filed under itself with one position
-    blanked; two filed under the same key differ at that position only. Only short templates:
-    in one of SUBSTITUTION_MAX_WORDS words or more, one word changed still leaves a Jaccard
-    similarity over FAMILY_THRESHOLD."""
-    seen: dict[tuple[int, tuple[str, ...]], int] = {}
+    """Join short templates equal but for one span of up to SPAN_WORDS words on each side
+    (a name of one or more words changed without quotes, a word added): each is filed under
+    every (words before, words after) pair around such a span, when those keep at least
+    SUBSTITUTION_MIN_SHARED words and half the template and the span is not the first word
+    (mostly the action); two filed under one key differ in that span only. Longer templates
+    are left to the Jaccard join, which a small change there does not defeat."""
+    seen: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
     for i, words in enumerate(templates):
-        if not SUBSTITUTION_MIN_SHARED < len(words) < SUBSTITUTION_MAX_WORDS:
+        n = len(words)
+        if not SUBSTITUTION_MIN_SHARED <= n <= SUBSTITUTION_MAX_WORDS:
             continue
-        for pos in range(1, len(words)):  # not the first word: mostly the action ("summarise" vs "translate")
-            key = (pos, words[:pos] + words[pos + 1:])
-            j = seen.setdefault(key, i)
-            if j != i:
-                links.join(i, j)
+        heads = [words[:k] for k in range(n + 1)]
+        tails = [words[k:] for k in range(n + 1)]
+        for start in range(1, n + 1):
+            for end in range(start, min(start + SPAN_WORDS, n) + 1):
+                kept = n - (end - start)
+                if kept < SUBSTITUTION_MIN_SHARED or 2 * kept < n:
+                    continue
+                j = seen.setdefault((heads[start], tails[end]), i)
+                if j != i:
+                    links.join(i, j)
 
 
 def _join_similar(templates: list[tuple[str, ...]], links: _Union, settings: FamilySettings) -> None:
