@@ -17,6 +17,9 @@ _POLITE_HEAD = re.compile(r"^(?:hey,?\s+|hi,?\s+)?(?:(?:could|can|would) you(?: 
                           r"|help me(?: to)?|i want to|i'd like to)\s+", re.I)
 _TAIL = re.compile(r"\s*(?:thanks|thank you)[!.]*\s*$|\s*(?:can|could) you help me\?\s*$", re.I)
 _TRAILING_PHRASE = re.compile(r"^(?P<head>.+?)\s+(?P<tail>(?:in|on|for|within|from) (?:\S+\s+){0,5}\S+?)[.?!]?$")
+_VALUES = {"red": "teal", "blue": "orange", "green": "purple", "black": "grey", "white": "beige", "bold": "italic",
+           "italic": "bold", "dark": "light", "light": "dark", "ascending": "descending", "descending": "ascending",
+           "landscape": "portrait", "horizontal": "vertical", "vertical": "horizontal"}
 _NUMBER_WORDS = {"one": "two", "two": "three", "three": "four", "first": "second", "second": "third",
                  "double": "single", "single": "double", "half": "quarter"}
 
@@ -76,6 +79,9 @@ def _change(text: str, i: int) -> tuple[str, str, int, int] | None:
     m = re.search(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", text)
     if m:
         return text[:m.start(1)] + _NUMBER_WORDS[m.group(1)] + text[m.end(1):], "number word", m.start(1), m.end(1)
+    m = re.search(r"\b(" + "|".join(_VALUES) + r")\b", text)
+    if m:
+        return text[:m.start(1)] + _VALUES[m.group(1)] + text[m.end(1):], "value", m.start(1), m.end(1)
     for m in re.finditer(r"(?<=[a-z,] )([A-Z][a-z]{2,})\b", text):
         said = content_words(text.casefold())
         if m.group(1) not in _APPS and said.count(stem(m.group(1).casefold())) == 1:  # a name said once

@@ -27,7 +27,7 @@ OK_REWARD = 'import os\nprint("REWARD: " + str(1.0 if os.path.exists("/home/user
 # Test-set size per app of OSWorld's evaluation_examples/test_all.json
 OSWORLD_APPS = {"chrome": 46, "gimp": 26, "libreoffice_calc": 47, "libreoffice_impress": 47, "libreoffice_writer": 23,
                 "multi_apps": 101, "os": 24, "thunderbird": 15, "vlc": 17, "vs_code": 23}
-SLOT_OF_CHANGE = {"num": "num", "quote": "quote", "file": "file", "number word": "num", "name": "name"}
+SLOT_OF_CHANGE = {"num": "num", "quote": "quote", "file": "file", "number word": "num", "value": "value", "name": "name"}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,7 @@ def test_reading_survives_rewording_and_slots_parameters() -> None:
     b = read("CHANGE THE DISPLAY LANGUAGE OF VS CODE TO 'Japanese' THANKS")
     assert a.words == b.words and a.words[-1] == "<quote>"
     assert read("Set line spacing to double").words == read("set the line spacing to 1.5.").words
+    assert read("Give slide 2 a RED background").words == read("give slide 3 a teal background.").words
     assert read("Could you do me a favor and lock my screen when I leave, if possible? Thanks in advance!").words \
         == read("Lock my screen when I leave.").words
     assert read("Change the 2 in H2O to a subscript").slots[0].value == "2"  # not a number inside a word

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 # Bump when the reading changes: the shipped benchmark index records the version it was
 # derived with (tests compare it with this code's reading).
-WORDING_VERSION = 3
+WORDING_VERSION = 4
 
-SLOT_KINDS = ("url", "email", "path", "file", "quote", "cell", "num")
+SLOT_KINDS = ("url", "email", "path", "file", "quote", "cell", "num", "value")
 
 _URL = r"(?:https?|ftp)://[^\s\"'<>()\[\]{}]+|www\.[A-Za-z0-9-]+\.[^\s\"'<>()\[\]{}]+"
 _EMAIL = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
@@ -31,6 +31,15 @@ _NUMBER_WORDS = (
     "thrice dozen"
 ).split()
 NUMBER_WORDS = frozenset(_NUMBER_WORDS)
+# Words that are a setting's value (a colour, a side, a style, an order): parameters written
+# without quotes, so "... background to red" and "... to teal" share a template.
+VALUE_WORDS = frozenset("""
+red green blue yellow black white grey gray purple violet orange pink brown cyan magenta teal navy maroon olive
+beige gold silver lime indigo turquoise
+left center centre top bottom middle upper lower
+bold italic underlined strikethrough regular
+dark light ascending descending landscape portrait horizontal vertical horizontally vertically
+""".split())
 _NUM = r"(?<![\w.])[$€£¥]?\d+(?:[.,:/]\d+)*(?:%|[A-Za-z]{1,4}\b)?(?!\w)"  # not inside a word: "H2O", "v2"
 # (kind, pattern, a character every match holds): a text without the character skips the kind.
 _KINDS = (("url", _URL, "/"), ("email", _EMAIL, "@"), ("quote", _QUOTE, "\"'`“‘"), ("path", _PATH, "/"),
@@ -122,12 +131,14 @@ def content_words(text: str) -> list[str]:
 
 
 def _template_words(text: str, words: list[str], slots: list[Slot]) -> None:
-    """Content words of lower-cased `text` onto `words`, spelled-out numbers as num slots."""
+    """Content words of lower-cased `text` onto `words`, spelled-out numbers as num slots and
+    value words as value slots."""
     memo = _stem_memo
     for w in _WORD.findall(text):
-        if w in NUMBER_WORDS:
-            words.append("<num>")
-            slots.append(Slot("num", w))
+        if w in NUMBER_WORDS or w in VALUE_WORDS:
+            kind = "num" if w in NUMBER_WORDS else "value"
+            words.append(f"<{kind}>")
+            slots.append(Slot(kind, w))
             continue
         s = memo.get(w, "")
         if s == "":
