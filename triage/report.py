@@ -246,7 +246,7 @@ def _render_hygiene(s: dict[str, Any], console: Console, show: int) -> None:
         console.print(b)
     fam = s.get("families")
     if fam:
-        sizes = ", ".join(f"{n} of {k}" for k, n in list(fam["sizes"].items())[-max(show, 6):])
+        sizes = ", ".join(f"{n} of size {k}" for k, n in list(fam["sizes"].items())[-max(show, 6):])
         console.print(f"families: {fam['families']} ({fam['with_variants']} with variants, holding "
                       f"{fam['tasks_in_variants']} tasks; largest {fam['largest']['tasks']}, {fam['largest']['family']}); "
-                      f"sizes: {sizes}")
+                      f"families by size: {sizes}")
