@@ -39,13 +39,19 @@ class Hygiene:
 
     options: HygieneOptions
     benchmarks: list[BenchmarkSet] = field(default_factory=list)
-    index: OverlapIndex | None = None
+    _index: OverlapIndex | None = field(default=None, init=False)
 
     @classmethod
     def load(cls, options: HygieneOptions) -> "Hygiene":
-        sets = load_benchmarks(list(options.benchmark_dirs), shipped_names=options.shipped)
-        tasks = [t for s in sets for t in s.tasks]
-        return cls(options, sets, OverlapIndex(tasks, threshold=options.threshold) if tasks else None)
+        return cls(options, load_benchmarks(list(options.benchmark_dirs), shipped_names=options.shipped))
+
+    @property
+    def index(self) -> OverlapIndex | None:
+        """Built when first matched against (an unchanged re-run never needs it)."""
+        if self._index is None:
+            tasks = [t for s in self.benchmarks for t in s.tasks]
+            self._index = OverlapIndex(tasks, threshold=self.options.threshold) if tasks else None
+        return self._index
 
     def settings(self) -> dict[str, Any]:
         """What the report and the dataset card say about the check."""
@@ -98,6 +104,7 @@ class Hygiene:
         readings: dict[str, Wording] = {}
         found: dict[str, list[Match]] = {}
         wordings: list[Wording | None] = []
+        index = self.index
         for text in instructions:
             if not isinstance(text, str) or not text.strip():
                 wordings.append(None)
@@ -105,8 +112,8 @@ class Hygiene:
             w = readings.get(text)
             if w is None:
                 w = readings[text] = read(text)
-                if self.index is not None:
-                    found[text] = self.index.matches(w)
+                if index is not None:
+                    found[text] = index.matches(w)
             wordings.append(w)
         families = assign_families(ids, wordings, self.options.families)
         return [(fam, [m.as_json() for m in found.get(text, [])] if isinstance(text, str) else [])
