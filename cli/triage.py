@@ -15,6 +15,7 @@ EXAMPLES = [
     "shinken triage demo --manifest manifest.json --json | jq .summary.by_verdict    # no Docker needed",
     "shinken triage demo --class desktop_app --show 20",
     "shinken triage data/cua-gym/tasks --hub shinken/hub:latest --class mock_web    # web tasks the hub serves",
+    "shinken triage data/cua-gym/tasks --benchmark ~/OSWorld-v2/examples --report out/triage.json    # another benchmark's test tasks too",
 ]
 
 
@@ -35,6 +36,8 @@ def triage(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Ignore and do not update ~/.cache/shinken/triage.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", min=1, help="Worker processes (default 2 x cores).")] = None,
     judge_url: Annotated[Optional[str], typer.Option("--judge-url", help="The LLM judge probe/the server will use (docs/judge.md); rewards that call reward_judge are then not blocked for it. Triage never calls it.")] = None,
+    benchmark: Annotated[Optional[list[Path]], typer.Option("--benchmark", metavar="DIR", help="A folder of an evaluation benchmark's task JSONs (each with an `instruction`) to compare every task with, besides the shipped OSWorld test set; repeatable.")] = None,
+    keep_benchmark_overlap: Annotated[bool, typer.Option("--keep-benchmark-overlap", help="Keep tasks that are a benchmark's test task (a note) instead of blocking them (benchmark_overlap); the dataset card says so.")] = False,
 ) -> None:
     """Check every task bundle statically against an image's capabilities.
 
@@ -49,7 +52,8 @@ def triage(
     with output.progress("triage") as tick:
         outcome = triage_task_root(task_root, image=image, manifest=manifest, mock_urls=mock_urls, hub=hub,
                                    class_filter=class_, show=show, workers=workers, use_cache=not no_cache,
-                                   progress=tick, judge_url=judge_url)
+                                   progress=tick, judge_url=judge_url, benchmarks=benchmark or (),
+                                   keep_overlap=keep_benchmark_overlap)
     if outcome.cache_error:
         output.warn(f"triage cache not saved ({outcome.cache_error})")
     # Checked against its schema once, before it leaves the process.

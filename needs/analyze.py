@@ -283,6 +283,8 @@ def analyze_folder(folder: str, py: tuple[int, int]) -> dict[str, Any]:
         "class": _classify(needs),
         "reasons": reasons,
         "needs": _dedupe(needs),
+        # For the benchmark-overlap check and task families (triage/hygiene.py), run over the whole root.
+        "instruction": instr if isinstance(instr, str) else None,
     }
 
 

@@ -143,15 +143,27 @@ def _triage_verdict(entry: dict[str, Any], judge: bool = False) -> tuple[str | N
     return (tid if isinstance(tid, str) else None), verdict, str(reasons)
 
 
+def _overlap(entry: dict[str, Any]) -> str | None:
+    """The benchmark_overlap reason's detail when it blocks the task (triage drops tasks that
+    are a benchmark's test task unless --keep-benchmark-overlap made it a note)."""
+    for r in entry.get("reasons") or []:
+        if isinstance(r, dict) and r.get("code") == "benchmark_overlap" and r.get("severity") == "blocker":
+            return str(r.get("detail") or "")
+    return None
+
+
 def _verdicts_from_triage(path: Path, judge: bool = False) -> dict[str, tuple[str, str]]:
-    """Task id -> ("runnable" | "defective" | "blocked", detail) from a triage report."""
+    """Task id -> ("runnable" | "defective" | "blocked" | "benchmark_overlap", detail) from a triage report."""
     doc = read_json(path, "triage report", "pass the file `shinken triage --report PATH` wrote")
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(doc, path):
         tid, verdict, detail = _triage_verdict(e, judge)
         if tid is None:
             continue
-        if verdict in RUNNABLE_VERDICTS:
+        overlap = _overlap(e) if verdict == "blocked" else None
+        if overlap is not None:  # its own reason: a data decision, not something the image lacks
+            out[tid] = ("benchmark_overlap", f"triage: {overlap}")
+        elif verdict in RUNNABLE_VERDICTS:
             out[tid] = ("runnable", detail)
         elif verdict == "defective":
             out[tid] = ("defective", detail or "triage: defective")
@@ -177,7 +189,10 @@ def _triage_now(task_root: Path, bundles: list[Bundle], image: str, judge_url: s
     out: dict[str, tuple[str, str]] = {}
     for e in _triage_entries(report, Path("<triage>")):
         tid, verdict, detail = _triage_verdict(e)
-        if tid is not None and verdict == "blocked":
+        overlap = _overlap(e) if verdict == "blocked" else None
+        if tid is not None and overlap is not None:
+            out[tid] = ("benchmark_overlap", f"triage: {overlap}")
+        elif tid is not None and verdict == "blocked":
             out[tid] = ("blocked", f"triage: {verdict}: {detail}")
     return out
 
@@ -207,7 +222,7 @@ def plan(req: ProbeRequest, image_id: Callable[[], str] | None = None) -> Plan:
             if req.triage:  # the report decides the scope: unknown tasks are not run
                 dropped[b.id] = ("blocked", f"not in triage report {req.triage}")
         elif v[0] != "runnable":
-            dropped[b.id] = v
+            dropped[b.id] = v  # blocked, defective or benchmark_overlap
     if web is not None:  # web tasks run on copies with the mock addresses of this run
         for i, b in enumerate(bundles):
             if b.id not in dropped:

@@ -30,7 +30,7 @@ from shinken.tiers import Tier, probe_tiers
 REASONS = (
     "zero_signal", "nondeterministic", "setup_error", "reward_error", "reward_timeout",
     "blocked", "defective", "fidelity", "infra_error", "replay_mismatch", "alert", "oracle_fails",
-    "reward_passes_vandalism",
+    "reward_passes_vandalism", "benchmark_overlap",
 )
 ALERT_MODES = ("keep", "flag", "drop")  # --alerts: what a start state that shows an alert gets
 PROBES = ("noop", "vandal", "oracle")  # probes a run may ask for (--probes); noop always runs

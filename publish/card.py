@@ -16,7 +16,7 @@ TASK_CATEGORY = "reinforcement-learning"
 
 SPLIT_MEANING = {
     "train": "kept tasks for training (NeMo Gym rows, as `shinken make-workspace` writes them)",
-    "validation": "kept tasks held out; no instruction is shared with train",
+    "validation": "kept tasks held out; no task family (parameter variants, near-duplicates) is shared with train",
     "band": "kept tasks whose measured pass rate lies inside the profile band",
     "control": "a seeded random sample of the profiled tasks, the size of the band (for the comparison)",
     "dropped": "tasks left out, one row each with the stage, reason and codes",
@@ -35,6 +35,7 @@ REASON_MEANING = {
     "alert": "the start state shows an app's alert or first-run wizard (probe --alerts drop)",
     "oracle_fails": "the task's reference solution (golden_patch.py) does not pass its reward: no solution can",
     "reward_passes_vandalism": "the reward reaches 1.0 with the setup's files removed and with them garbled",
+    "benchmark_overlap": "the task is an evaluation benchmark's test task (verbatim, reworded or a parameter changed; triage)",
 }
 TIER_MEANING = {
     "snapshot": "nothing the setup started was alive at commit: a filesystem fork is exact",
@@ -137,7 +138,8 @@ def _provenance_rows(prov: dict[str, Any]) -> list[tuple[str, str]]:
     sp = prov["split"]
     strat = "not stratified" if sp["stratify"] == "none" else f"stratified by `{sp['stratify']}`"
     rows.append(("Split", f"validation fraction {sp['val_fraction']}, seed {sp['seed']}, {strat}; "
-                          "tasks sharing an instruction stay on one side"))
+                          "each task family (parameter variants and near-duplicates over the whole task root) stays "
+                          f"on one side ({len(sp.get('families') or {})} families of more than one task)"))
     b = prov["bundles"]
     rows.append(("Task bundles", f"`{b['path']}`: {b['tasks']} kept task(s), sha256 `{b['sha256']}`, "
                                  f"{b['size']:,} bytes"))
@@ -180,6 +182,31 @@ def _counts_section(prov: dict[str, Any]) -> list[str]:
     return out
 
 
+def _hygiene_section(h: dict[str, Any] | None) -> list[str]:
+    """Benchmark overlap per benchmark, the published tasks that match one, family sizes, settings."""
+    if not h:
+        return []
+    ov, fam = h["benchmark_overlap"], h["families"]
+    out = ["", "## Benchmark overlap and task families", ""]
+    kept = (f"{len(ov['published'])} published task(s) match a benchmark's test task and were KEPT "
+            "(`--keep-benchmark-overlap`, or selected past triage): " + ", ".join(
+                f"`{p['task_id']}` ({p['benchmark']} `{p['benchmark_task']}`, score {p['score']})" for p in ov["published"][:20])
+            + (" ..." if len(ov["published"]) > 20 else "") if ov["published"]
+            else "No published task matches a benchmark's test task.")
+    out += [f"Every task was compared with the test tasks of these evaluation benchmarks; {ov['dropped']} task(s) "
+            f"were dropped for it (`benchmark_overlap`). {kept}", ""]
+    out += _table(("benchmark", "its tasks", "tasks matching (triage)", "where from"),
+                  [(f"`{b['name']}`", b["tasks"], b["flagged"], b["origin"]) for b in ov["benchmarks"]])
+    st = ov["settings"]
+    out += ["", f"Overlap check: {st['method']}; a match scores at least {st['threshold']} and shares at least "
+                f"{st['min_shared_words']} words; policy `{ov['policy']}`.", ""]
+    fs = fam["settings"]
+    out += [f"Task families of the published tasks: {fam['families']} ({fam['with_variants']} with more than one task); "
+            f"families: {fs['method']}, threshold {fs['threshold']}.", ""]
+    out += _table(("family size", "families"), [(size, n) for size, n in fam["sizes"].items()])
+    return out
+
+
 def render_card(contents: Contents) -> str:
     prov = contents.provenance
     src = prov["source"]
@@ -203,6 +230,7 @@ def render_card(contents: Contents) -> str:
     body += _table(("what", "value"), _provenance_rows(prov))
     body += [""]
     body += _counts_section(prov)
+    body += _hygiene_section(prov.get("hygiene"))
     if contents.summary_md:
         body += ["", "The run in figures, as `shinken report --md` renders the same inputs:",
                  "", contents.summary_md.strip()]

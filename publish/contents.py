@@ -17,9 +17,9 @@ from shinken.publish.inputs import Inputs
 from shinken.schemas import check_own
 from shinken.triage.codes import NOTE, severity
 from shinken.workspace import rows as rows_mod
-from shinken.workspace.split import split_bundles
+from shinken.workspace.split import Split, root_families, split_bundles
 
-TRIAGE_STAGE_REASONS = ("blocked", "defective")  # decided before any container ran
+TRIAGE_STAGE_REASONS = ("blocked", "defective", "benchmark_overlap")  # decided before any container ran
 BUNDLES_PATH = "artifacts/tasks.tar.zst"
 
 
@@ -154,6 +154,42 @@ def resolve_license(inputs: Inputs, override: str | None) -> tuple[str, str]:
     raise ShinkenError(f"{why}; pass --license ID with the license the tasks are under (e.g. apache-2.0)")
 
 
+def hygiene(inputs: Inputs, kept: list[Bundle], split: Split) -> dict[str, Any]:
+    """For the card: the benchmark-overlap check (per benchmark from the triage report when given,
+    the tasks the probe dropped for it, and the published tasks that match a benchmark task,
+    checked here against the shipped benchmarks and named whatever the report says) and the
+    published tasks' family sizes, with the checks' settings."""
+    from shinken.triage.hygiene import Hygiene, HygieneOptions, families_summary, overlap_summary
+
+    check = Hygiene.load(HygieneOptions())
+    settings = check.settings()
+    published = [{"id": b.id, "family": fam} for ids in (split.train, split.validation)
+                 for b, fam in _families_of(kept, ids, split)]
+    matched, _ = check.apply([{"id": b.id, "reasons": [], "verdict": "runnable"} for b in kept],
+                          [b.instruction for b in kept])
+    flagged = {t["id"]: t["benchmark_matches"] for t in matched if t["benchmark_matches"]}
+    triaged = inputs.triage.doc["summary"].get("benchmark_overlap") if inputs.triage else None
+    for tid in inputs.receipt.kept:  # matches the triage report found with its own benchmarks (--benchmark DIR)
+        entry = (inputs.triage.tasks.get(tid) if inputs.triage else None) or {}
+        if entry.get("benchmark_matches") and tid not in flagged:
+            flagged[tid] = entry["benchmark_matches"]
+    overlap = triaged or overlap_summary([], settings)
+    if triaged is None and flagged:  # without the report: kept matches mean they were kept on purpose
+        overlap = {**overlap, "policy": "keep"}
+    return {
+        "benchmark_overlap": {**overlap, "dropped": sum(1 for d in inputs.receipt.dropped if d["reason"] == "benchmark_overlap"),
+                              "published": [{"task_id": tid, "benchmark": ms[0]["benchmark"], "benchmark_task": ms[0]["task_id"],
+                                             "score": ms[0]["score"]} for tid, ms in sorted(flagged.items())]},
+        "families": families_summary(published, settings),
+    }
+
+
+def _families_of(kept: list[Bundle], ids: list[str], split: Split) -> list[tuple[Bundle, str]]:
+    family = {m: f for f, members in split.families.items() for m in members}
+    by_id = {b.id: b for b in kept}
+    return [(by_id[i], family.get(i, i)) for i in ids]
+
+
 def summary_markdown(inputs: Inputs) -> str:
     """`shinken report --md` of the same documents, its headings under the card's."""
     from shinken.report.markdown import render_markdown
@@ -174,7 +210,8 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
     checks = kept_checks(inputs.receipt.doc)
     rows = {b.id: rows_mod.make_row(b, agent_name=names.agent_instance, tier=tiers.get(b.id), alerts=alerts.get(b.id),
                                     checks=checks.get(b.id, (None, None))) for b in kept}
-    s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify)
+    s = split_bundles(kept, val_fraction=split.val_fraction, seed=split.seed, stratify=split.stratify,
+                      families=root_families(list(inputs.bundles.values())))
     splits: dict[str, list[dict[str, Any]]] = {
         "train": [rows[i] for i in s.train],
         "validation": [rows[i] for i in s.validation],
@@ -200,7 +237,9 @@ def build_contents(inputs: Inputs, *, repo_id: str, split: SplitOptions, license
         "source": _source(inputs),
         "image": {"ref": image["ref"], "id": image["id"], "content_hash": image_content_hash(image["id"], image["ref"])},
         "probe": _probe_settings(inputs),
-        "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify},
+        "split": {"val_fraction": split.val_fraction, "seed": split.seed, "stratify": split.stratify,
+                  "families": s.families},
+        "hygiene": hygiene(inputs, kept, s),
         "environment": name,
         "counts": _counts(inputs, splits, dropped),
         "profile": prof.edges() if prof else None,

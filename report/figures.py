@@ -81,6 +81,10 @@ class TriageFigures:
     by_app_type: list[Row]
     other_app_types: int  # app types folded into the last row
     reasons: list[Reason]
+    # Dataset hygiene (reports of triage runs that had it): the summary's benchmark_overlap
+    # and families as they are (per benchmark, size distribution, the checks' settings).
+    overlap: dict[str, Any] | None = None
+    families: dict[str, Any] | None = None
 
 
 @dataclass
@@ -133,7 +137,27 @@ def triage_figures(doc: dict[str, Any], top_apps: int = 12, top_reasons: int = 1
     return TriageFigures(
         total=s["total"], image=doc["image"]["ref"], by_verdict={v: s["by_verdict"][v] for v in VERDICTS},
         by_class=by_class, by_app_type=rows, other_app_types=len(rest),
-        reasons=[Reason(code, verdict, n, CODES.get(code, ("", ""))[1]) for (code, verdict), n in top])
+        reasons=[Reason(code, verdict, n, CODES.get(code, ("", ""))[1]) for (code, verdict), n in top],
+        overlap=s.get("benchmark_overlap"), families=s.get("families"))
+
+
+def family_size_rows(families: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(family size, families of that size, tasks in them), smallest size first."""
+    return [(size, n, int(size) * n) for size, n in families["sizes"].items()]
+
+
+def hygiene_settings_text(t: TriageFigures) -> str:
+    """One line naming the checks' settings, for both renderers."""
+    parts = []
+    if t.overlap:
+        st = t.overlap["settings"]
+        parts.append(f"overlap: score >= {st['threshold']} ({st['method']}), at least {st['min_shared_words']} shared "
+                     f"words; flagged tasks {'kept (--keep-benchmark-overlap)' if t.overlap['policy'] == 'keep' else 'blocked'}")
+    if t.families:
+        st = t.families["settings"]
+        parts.append(f"families: {st['method']}, threshold {st['threshold']}, shingles in more than "
+                     f"{st['common_shingle_cap']} tasks propose no pairs")
+    return "; ".join(parts)
 
 
 def probe_figures(doc: dict[str, Any]) -> ProbeFigures:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from shinken import __version__
 from shinken.profiles.bands import BANDS
 from shinken.report import svg
-from shinken.report.figures import VERDICTS, Figures, Row, figures
+from shinken.report.figures import VERDICTS, Figures, Row, TriageFigures, family_size_rows, figures, hygiene_settings_text
 from shinken.report.svg import Series
 
 VERDICT_SERIES = [Series("runnable", "runnable", "solid-green"), Series("blocked", "blocked", "hatch-amber"),
@@ -115,7 +115,30 @@ class _Page:
                          (None, r.meaning)] for r in t.reasons], numeric=(2,))))
         else:
             parts.append('<p class="note">No task is blocked or defective.</p>')
+        parts += self._hygiene(t)
         self.sections.append("".join(parts))
+
+    def _hygiene(self, t: TriageFigures) -> list[str]:
+        parts = []
+        if t.overlap:
+            ov = t.overlap
+            parts.append(self.fig(
+                f"Benchmark overlap: {ov['flagged']} task(s) are an evaluation benchmark's test task",
+                _table(["benchmark", "its tasks", "tasks matching", "its tasks matched"],
+                       [[(None, b["name"]), (f"overlap.{b['name']}.tasks", b["tasks"]),
+                         (f"overlap.{b['name']}.flagged", b["flagged"]),
+                         (f"overlap.{b['name']}.matched", b["benchmark_tasks_matched"])] for b in ov["benchmarks"]])))
+        if t.families:
+            fam = t.families
+            parts.append(self.fig(
+                f"Task families: {fam['families']}, {fam['with_variants']} with variants "
+                f"(largest {fam['largest']['tasks']} tasks)",
+                _table(["family size", "families", "tasks"],
+                       [[(None, size), (f"families.{size}", n), (f"families.{size}.tasks", tasks)]
+                        for size, n, tasks in family_size_rows(fam)])))
+        if parts:
+            parts.append(f'<p class="note">{escape(hygiene_settings_text(t))}</p>')
+        return parts
 
     def probe(self) -> None:
         p = self.f.probe

@@ -43,6 +43,7 @@ def render_figures(f: Figures, level: int = 1) -> str:
             out += [f"{h}## Top reasons for blocked and defective tasks", ""]
             out += _table(["reason", "verdict", "tasks", "meaning"],
                           [[f"`{r.code}`", r.verdict, r.tasks, r.meaning] for r in t.reasons], numbers=(2,))
+        out += _hygiene(t, h)
     if f.probe:
         p = f.probe
         out += [f"{h}# Probe: {p.total} tasks, {p.kept} kept, {p.dropped} dropped", ""]
@@ -87,6 +88,24 @@ def render_figures(f: Figures, level: int = 1) -> str:
         if pr.unmeasured:
             out += [f"{pr.unmeasured} task(s) have no scored rollout and no pass rate.", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _hygiene(t: Any, h: str) -> list[str]:
+    from shinken.report.figures import family_size_rows, hygiene_settings_text
+
+    out: list[str] = []
+    if t.overlap:
+        out += [f"{h}## Benchmark overlap: {t.overlap['flagged']} task(s) are a benchmark's test task", ""]
+        out += _table(["benchmark", "its tasks", "tasks matching", "its tasks matched"],
+                      [[b["name"], b["tasks"], b["flagged"], b["benchmark_tasks_matched"]] for b in t.overlap["benchmarks"]])
+    if t.families:
+        f = t.families
+        out += [f"{h}## Task families: {f['families']}, {f['with_variants']} with variants "
+                f"(largest {f['largest']['tasks']} tasks, `{f['largest']['family']}`)", ""]
+        out += _table(["family size", "families", "tasks"], [list(r) for r in family_size_rows(f)])
+    if out:
+        out += [f"Settings: {hygiene_settings_text(t)}.", ""]
+    return out
 
 
 def render_markdown(triage: dict | None = None, receipt: dict | None = None, profile: dict | None = None,

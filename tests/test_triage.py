@@ -138,6 +138,10 @@ CASES: dict[str, tuple[dict[str, Any], str, str, set[str]]] = {
                     "defective", "file_cli", {"reward_too_large"}),
     "binary-setup": ({"task.json": task("binary-setup", config=SH_SETUP), "initial_setup.sh": b"\x00\x01\x02garbage\xff",
                       "reward.py": OK_REWARD}, "defective", "file_cli", {"setup_not_text"}),
+    # An OSWorld test task with its parameter changed (the shipped index): kept out of training.
+    "benchmark-overlap": ({"task.json": task("benchmark-overlap", instruction='Could you change the display language '
+                                                                              'of VS Code to "Japanese" for me?'),
+                           "reward.py": OK_REWARD}, "blocked", "file_cli", {"benchmark_overlap"}),
     "unknown-app-type": ({"task.json": task("unknown-app-type", "spotify"), "reward.py": OK_REWARD},
                          "runnable", "file_cli", {"unknown_app_type"}),
     # --- loader defects ---
@@ -442,8 +446,9 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     cdir = tmp_path / "cache"
     first = triage_root(root, caps, cache_directory=cdir)
     assert (first.stats.cache_hits, first.stats.analysed) == (0, 3)
-    # The fixture image's Python: its analyses, and the last run's evaluated tasks.
-    assert sorted(p.name for p in cdir.iterdir()) == ["py3.10.json", "py3.10.results.json"]
+    # The fixture image's Python: its analyses, and the last run's evaluated tasks; the last
+    # hygiene pass over the root (families, benchmark matches).
+    assert sorted(p.name for p in cdir.iterdir()) == ["hygiene.json", "py3.10.json", "py3.10.results.json"]
     again = triage_root(root, caps, cache_directory=cdir)
     assert (again.stats.cache_hits, again.stats.analysed) == (3, 0)
     assert again.tasks == first.tasks
@@ -466,7 +471,7 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     rebuilt = Capabilities.from_manifest({**m, "image": {"ref": "x", "id": "sha256:" + "b" * 64},
                                           "python_modules": [x for x in m["python_modules"] if x != "openpyxl"]})
     again = triage_root(root, rebuilt, cache_directory=cdir)
-    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0) and len(list(cdir.iterdir())) == 2
+    assert (again.stats.cache_hits, again.stats.analysed) == (3, 0) and len(list(cdir.iterdir())) == 3
     assert codes({x["id"]: x for x in again.tasks}["ok-file-cli"]) == {"missing_python_module"}
     assert codes({x["id"]: x for x in triage_root(root, caps, cache_directory=cdir).tasks}["ok-file-cli"]) == set()
     # A judge or a mock map changes the match too: never a remembered task of another setting.
@@ -485,7 +490,7 @@ def test_cache_rerun_and_invalidation(corpus: Path, caps: Capabilities, tmp_path
     # Another Python version: other files, nothing reused (syntax is checked with its grammar).
     other = Capabilities.from_manifest({**m, "python": {**m["python"], "version": "3.9.2"}})
     assert triage_root(root, other, cache_directory=cdir).stats.cache_hits == 0
-    assert len(list(cdir.iterdir())) == 4
+    assert len(list(cdir.iterdir())) == 5
 
 
 def test_unreadable_folder_without_root_privileges(tmp_path: Path) -> None:

@@ -32,12 +32,12 @@ def _bundle(root: Path, tid: str, instruction: str, app_type: str = "os") -> Non
 
 @pytest.fixture()
 def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
-    """60 tasks over 3 app types, with two pairs of tasks sharing an instruction."""
+    """60 distinct tasks over 3 app types, with two pairs of tasks sharing an instruction."""
     root = tmp_path / "tasks"
     ids = []
     for i in range(60):
         app = ("calc", "writer", "os")[i % 3]
-        text = f"Do thing number {i} in {app}."
+        text = f"Zorb{i} the quib{i} records in {app}."  # distinct from the first word on: no family
         if i in (1, 4):
             text = "  Shared   instruction ONE "
         if i in (7, 10):
@@ -174,19 +174,19 @@ def test_split_is_deterministic_stratified_and_disjoint(tmp_path: Path, corpus) 
 
 
 def test_split_unit_properties() -> None:
-    items = [(f"t{i}", f"instr {i}", "x" if i < 90 else "y") for i in range(100)]
-    s = split_ids(items, key=lambda t: t[0], instruction=lambda t: t[1], stratum=lambda t: t[2],
+    items = [(f"t{i}", f"family {i}", "x" if i < 90 else "y") for i in range(100)]
+    s = split_ids(items, key=lambda t: t[0], family=lambda t: t[1], stratum=lambda t: t[2],
                   val_fraction=0.1, seed=0)
     assert len(s.validation) == 10 and len(s.train) == 90
     assert sum(1 for t in s.validation if t.startswith("t9") and len(t) == 3) <= 2  # y stratum gets ~1
-    assert split_ids(items, key=lambda t: t[0], instruction=lambda t: t[1], stratum=lambda t: t[2],
+    assert split_ids(items, key=lambda t: t[0], family=lambda t: t[1], stratum=lambda t: t[2],
                      val_fraction=0.0, seed=0).validation == []
-    one = split_ids(items[:1], key=lambda t: t[0], instruction=lambda t: t[1], stratum=lambda t: t[2],
+    one = split_ids(items[:1], key=lambda t: t[0], family=lambda t: t[1], stratum=lambda t: t[2],
                     val_fraction=0.5, seed=0)
     assert one.train == ["t0"] and one.validation == []  # never everything in validation
     # adding tasks of another stratum leaves a stratum's split unchanged
     more = items + [(f"z{i}", f"other {i}", "z") for i in range(30)]
-    s2 = split_ids(more, key=lambda t: t[0], instruction=lambda t: t[1], stratum=lambda t: t[2],
+    s2 = split_ids(more, key=lambda t: t[0], family=lambda t: t[1], stratum=lambda t: t[2],
                    val_fraction=0.1, seed=0)
     assert [t for t in s2.validation if not t.startswith("z")] == [t for t in s.validation]
 

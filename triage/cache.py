@@ -28,7 +28,7 @@ import orjson
 
 from shinken.runtime import cache_root
 
-ANALYSIS_VERSION = 5  # bump when analysis output (needs/analyze.py) changes: invalidates every cache entry
+ANALYSIS_VERSION = 6  # bump when analysis output (needs/analyze.py) changes: invalidates every cache entry
 
 
 @functools.cache
@@ -148,7 +148,8 @@ def _write(path: Path, doc: dict[str, Any]) -> None:
 
 class ResultsMemo:
     """The last run's evaluated tasks by folder (see the module doc), for one evaluation
-    fingerprint. `tasks` maps a folder to [stat key, entry names, task]."""
+    fingerprint. `tasks` maps a folder to [stat key, entry names, task, instruction] (the
+    instruction for the hygiene pass over the whole root, which is redone every run)."""
 
     def __init__(self, python: str, evaluation: str, directory: Path | None = None) -> None:
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", python or "unknown")
@@ -166,26 +167,56 @@ class ResultsMemo:
                 and isinstance(doc.get("tasks"), dict):
             self.tasks = doc["tasks"]
 
-    def lookup(self, folder: str) -> dict[str, Any] | None:
-        """The task as last evaluated if `folder`'s stat fingerprint is unchanged."""
+    def lookup(self, folder: str) -> tuple[dict[str, Any], str | None] | None:
+        """(the task as last evaluated, its instruction) if `folder`'s stat fingerprint is unchanged."""
         hit = self.tasks.get(folder)
-        if not isinstance(hit, list) or len(hit) != 3 or not _unchanged(folder, hit[0], hit[1]):
+        if not isinstance(hit, list) or len(hit) != 4 or not _unchanged(folder, hit[0], hit[1]):
             return None
-        task = hit[2]
-        return task if isinstance(task, dict) and task.get("path") == folder else None
+        task, instruction = hit[2], hit[3]
+        if not isinstance(task, dict) or task.get("path") != folder or not isinstance(instruction, (str, type(None))):
+            return None
+        return task, instruction
 
     def stale(self, root: str, folders: set[str]) -> bool:
         """Folders under `root` remembered but not seen in this run."""
         prefix = root.rstrip(os.sep) + os.sep
         return any(f.startswith(prefix) and f not in folders for f in self.tasks)
 
-    def save(self, root: str, tasks: dict[str, dict[str, Any]], stat: dict[str, list[Any]]) -> None:
-        """Remember this run's `tasks` (folder -> task) under `root` whose analysis is
-        cached (`stat`: TriageCache.stat); other roots' tasks are kept."""
+    def save(self, root: str, tasks: dict[str, tuple[dict[str, Any], str | None]], stat: dict[str, list[Any]]) -> None:
+        """Remember this run's `tasks` (folder -> (task, instruction)) under `root` whose
+        analysis is cached (`stat`: TriageCache.stat); other roots' tasks are kept."""
         prefix = root.rstrip(os.sep) + os.sep
         keep = {f: v for f, v in self.tasks.items() if not f.startswith(prefix)}
-        for f, task in tasks.items():
+        for f, (task, instruction) in tasks.items():
             st = stat.get(f)
             if st is not None:
-                keep[f] = [st[0], st[2], task]
+                keep[f] = [st[0], st[2], task, instruction]
         _write(self.path, {**self.header, "tasks": keep})
+
+
+class HygieneMemo:
+    """The last hygiene pass's result (triage/hygiene.py): each task's family and benchmark
+    matches, for one fingerprint of everything the pass reads. One file, replaced by each
+    run that computes anew; the code fingerprint empties it like the others."""
+
+    def __init__(self, directory: Path | None, fingerprint: str) -> None:
+        self.path = (directory or cache_dir()) / "hygiene.json"
+        self.header = {"version": ANALYSIS_VERSION, "code": code_fingerprint(), "inputs": fingerprint}
+
+    def load(self, n: int) -> list[tuple[str, list[dict[str, Any]]]] | None:
+        try:
+            doc = orjson.loads(self.path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in self.header.items()):
+            return None
+        rows = doc.get("tasks")
+        if not isinstance(rows, list) or len(rows) != n:
+            return None
+        return [(fam, matches) for fam, matches in rows]
+
+    def save(self, rows: list[tuple[str, list[dict[str, Any]]]]) -> None:
+        try:
+            _write(self.path, {**self.header, "tasks": rows})
+        except OSError:
+            pass  # an unwritable cache costs the next run the pass, nothing else

@@ -52,6 +52,8 @@ CODES: dict[str, tuple[str, str]] = {
     "needs_newer_python": (BLOCKER, "syntax or a stdlib module newer than the image's Python"),
     "needs_judge": (BLOCKER, "reward.py calls an LLM judge (reward_judge) and no --judge-url is configured"),
     "unknown_app_type": (NOTE, "app_type is not in the desktop_apps mapping (no app requirement derived)"),
+    # --- dataset hygiene over the whole root (triage/hygiene.py) ---
+    "benchmark_overlap": (BLOCKER, "the instruction is an evaluation benchmark's test task (verbatim, reworded or one parameter changed): kept out of the training data; a note with --keep-benchmark-overlap"),
 }
 
 # Every loader defect code must be known here, with the loader's own fatal/note split.
@@ -64,6 +66,18 @@ CLASSES = ("file_cli", "desktop_app", "mock_web")
 
 def severity(code: str) -> str:
     return CODES[code][0]
+
+
+def verdict_of(reasons: list[dict[str, str]]) -> str:
+    """The verdict the reasons' own severities give (a code may be reported at a weaker
+    severity than its table entry when the run says so: benchmark_overlap with
+    --keep-benchmark-overlap)."""
+    sev = {r["severity"] for r in reasons}
+    if DEFECT in sev:
+        return "defective"
+    if BLOCKER in sev:
+        return "blocked"
+    return "runnable"
 
 
 def verdict_for(codes: list[str]) -> str:

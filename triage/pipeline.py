@@ -4,7 +4,7 @@ and the probe's own triage both call `triage_task_root`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +14,7 @@ from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import check_judge_url
 from shinken.triage.codes import CLASSES
 from shinken.triage.evaluate import _PLACEHOLDER_KEY, Capabilities, StateDefects, app_key
+from shinken.triage.hygiene import Hygiene, HygieneOptions
 from shinken.triage.manifest import load_manifest_file, manifest_for_image
 from shinken.triage.report import build_report
 from shinken.triage.run import triage_root
@@ -43,12 +44,16 @@ def triage_task_root(
     progress: Callable[[int, int], None] | None = None,
     judge_url: str | None = None,
     web: "WebPlan | None" = None,
+    benchmarks: Sequence[Path] = (),
+    keep_overlap: bool = False,
 ) -> TriageOutcome:
     """Triage every bundle under `task_root` against `image`: its live manifest (Docker),
     or the `manifest` file when given. The report names `image`, else the manifest's image,
     else the default image. `judge_url`: a judge will be configured (never called here).
     `web`: the run's hub and mock URL plan when the caller resolved it already (the probe),
-    else it is made here from `hub` and `mock_urls`."""
+    else it is made here from `hub` and `mock_urls`. `benchmarks`: folders of benchmark task
+    JSONs compared with besides the shipped ones; `keep_overlap`: tasks that match one stay
+    runnable (a note) instead of blocked."""
     if judge_url is not None:
         check_judge_url(judge_url)
     if class_filter is not None and class_filter not in CLASSES:
@@ -70,10 +75,12 @@ def triage_task_root(
     if web is not None and web.manifest is not None:  # the hub's failed State API checks (mockweb)
         defects = state_defects(web.manifest, mock)
         hub_checks = hub_checks_summary(web.manifest)
+    hygiene = Hygiene.load(HygieneOptions(benchmark_dirs=tuple(Path(b) for b in benchmarks), keep_overlap=keep_overlap))
     run = triage_root(task_root, caps, mock, workers=workers, use_cache=use_cache, progress=progress,
-                      judge=judge_url is not None, state_defects=defects)
+                      judge=judge_url is not None, state_defects=defects, hygiene=hygiene)
     report = build_report(run.tasks, caps, image, str(Path(task_root).absolute()), run.stats,
-                          class_filter=class_filter, show=show, mock_urls=len(mock), hub_checks=hub_checks)
+                          class_filter=class_filter, show=show, mock_urls=len(mock), hub_checks=hub_checks,
+                          hygiene=run.hygiene)
     return TriageOutcome(report, run.stats.cache_error)
 
 

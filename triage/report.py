@@ -8,13 +8,16 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from shinken.schemas import check_own
+from shinken.schemas import check_own, validation_error
 from shinken.triage.codes import CLASSES, CODES, VERDICTS
 from shinken.triage.evaluate import Capabilities
+from shinken.triage.hygiene import families_summary, overlap_summary
 from shinken.triage.run import RunStats
 
 SCHEMA_TAG = "shinken.triage/1"
-_TASK_KEYS = frozenset({"id", "path", "class", "verdict", "reasons", "app_type", "difficulty", "bundle_hash"})
+_TASK_KEYS = frozenset({"id", "path", "class", "verdict", "reasons", "app_type", "difficulty", "bundle_hash",
+                        "family", "benchmark_matches"})
+_MATCH_KEYS = frozenset({"benchmark", "task_id", "score", "slots_differ"})
 _REASON_KEYS = (frozenset({"code", "detail", "severity"}), frozenset({"code", "detail", "severity", "subject"}))
 _SEVERITIES = frozenset({"defect", "blocker", "note"})
 _HEX = frozenset("0123456789abcdef")
@@ -54,7 +57,20 @@ def _plainly_valid_tasks(tasks: Any) -> bool:
                 return False
             if type(r.get("subject", "")) is not str:
                 return False
+        if type(t["family"]) is not str or not t["family"] or type(t["benchmark_matches"]) is not list:
+            return False
+        for m in t["benchmark_matches"]:  # rare: checked by the schema's own rules
+            if type(m) is not dict or m.keys() != _MATCH_KEYS:
+                return False
+            if validation_error("triage", {"schema": SCHEMA_TAG, "image": {"ref": "", "id": ""}, "task_root": "",
+                                           "summary": _EMPTY_SUMMARY, "tasks": [t]}):
+                return False
     return True
+
+
+_EMPTY_SUMMARY: dict[str, Any] = {"total": 0, "by_verdict": {"runnable": 0, "blocked": 0, "defective": 0}, "by_class": {},
+                                  "by_reason": {}, "top_missing": [], "by_difficulty": {}, "by_app_type": {},
+                                  "examples": {}}
 
 
 def check_report(report: dict[str, Any]) -> None:
@@ -119,10 +135,16 @@ def _hub_checks(tasks: list[dict[str, Any]], hub: dict[str, Any]) -> dict[str, A
 def build_report(
     tasks: list[dict[str, Any]], caps: Capabilities, image_ref: str, task_root: str, stats: RunStats, *,
     class_filter: str | None = None, show: int = 5, mock_urls: int = 0, hub_checks: dict[str, Any] | None = None,
+    hygiene: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`hygiene`: the run's Hygiene.settings() (TriageRun.hygiene): the overlap and family
+    summaries are made over the reported tasks with these settings."""
     if class_filter:
         tasks = [t for t in tasks if t["class"] == class_filter]
     summary = summarize(tasks, show)
+    if hygiene:
+        summary["benchmark_overlap"] = overlap_summary(tasks, hygiene)
+        summary["families"] = families_summary(tasks, hygiene)
     if hub_checks is not None:
         summary["hub_checks"] = _hub_checks(tasks, hub_checks)
     summary.update({
@@ -130,7 +152,8 @@ def build_report(
         "python": f"{caps.python_version[0]}.{caps.python_version[1]}",
         "mock_urls": mock_urls,
         "run": {"folders": stats.folders, "cache_hits": stats.cache_hits, "analysed": stats.analysed,
-                "workers": stats.workers, "seconds": round(stats.seconds, 3)},
+                "workers": stats.workers, "seconds": round(stats.seconds, 3),
+                "hygiene_seconds": round(stats.hygiene_seconds, 3), "hygiene_reused": stats.hygiene_reused},
     })
     return {
         "schema": SCHEMA_TAG,
@@ -185,6 +208,7 @@ def render(report: dict[str, Any], console: Console, show: int) -> None:
         if hub["unchecked"]:
             console.print(f"[dim]never checked (run `shinken hub check`): {', '.join(hub['unchecked'][:12])}"
                           + (" ..." if len(hub["unchecked"]) > 12 else "") + "[/]")
+    _render_hygiene(s, console, show)
     d = Table(title="difficulty / app_type", title_justify="left")
     d.add_column("difficulty")
     d.add_column("tasks", justify="right")
@@ -205,3 +229,24 @@ def render(report: dict[str, Any], console: Console, show: int) -> None:
     run = s["run"]
     console.print(f"[dim]{run['folders']} folders, {run['cache_hits']} from cache, {run['analysed']} analysed "
                   f"with {run['workers']} worker(s) in {run['seconds']:.2f} s[/]")
+
+
+def _render_hygiene(s: dict[str, Any], console: Console, show: int) -> None:
+    ov = s.get("benchmark_overlap")
+    if ov:
+        b = Table(title=f"benchmark overlap: {ov['flagged']} task(s) match a benchmark test task "
+                        f"({'kept, --keep-benchmark-overlap' if ov['policy'] == 'keep' else 'blocked'}; "
+                        f"threshold {ov['settings']['threshold']})", title_justify="left")
+        b.add_column("benchmark")
+        b.add_column("its tasks", justify="right")
+        b.add_column("tasks matching", justify="right")
+        b.add_column("of its tasks matched", justify="right")
+        for row in ov["benchmarks"]:
+            b.add_row(row["name"], str(row["tasks"]), str(row["flagged"]), str(row["benchmark_tasks_matched"]))
+        console.print(b)
+    fam = s.get("families")
+    if fam:
+        sizes = ", ".join(f"{n} of size {k}" for k, n in list(fam["sizes"].items())[-max(show, 6):])
+        console.print(f"families: {fam['families']} ({fam['with_variants']} with variants, holding "
+                      f"{fam['tasks_in_variants']} tasks; largest {fam['largest']['tasks']}, {fam['largest']['family']}); "
+                      f"families by size: {sizes}")

@@ -11,11 +11,14 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from shinken.bundles.loader import discover_entries
-from shinken.triage.cache import ResultsMemo, TriageCache, stat_key
+from shinken.triage.cache import ResultsMemo, TriageCache, cache_dir, stat_key
 from shinken.triage.evaluate import Capabilities, Evaluator, StateDefects
+
+if TYPE_CHECKING:
+    from shinken.triage.hygiene import Hygiene
 
 CHUNK = 48  # folders per worker task: big enough to amortise IPC, small enough to balance
 INLINE_BELOW = 200  # fewer misses than this: a pool costs more than it saves
@@ -28,6 +31,8 @@ class RunStats:
     analysed: int = 0
     workers: int = 0
     seconds: float = 0.0
+    hygiene_seconds: float = 0.0  # the whole-root pass: benchmark overlap and families (in `seconds`)
+    hygiene_reused: bool = False  # its result came from the last run's (nothing it reads changed)
     cache_error: str | None = None
 
 
@@ -35,6 +40,7 @@ class RunStats:
 class TriageRun:
     tasks: list[dict[str, Any]] = field(default_factory=list)
     stats: RunStats = field(default_factory=RunStats)
+    hygiene: dict[str, Any] = field(default_factory=dict)  # Hygiene.settings() of the run (the report's summary)
 
 
 def _safe_analyze(folder: str, py: tuple[int, int]) -> dict[str, Any]:
@@ -208,10 +214,13 @@ def triage_root(
     progress: Callable[[int, int], None] | None = None,
     judge: bool = False,
     state_defects: StateDefects | None = None,
+    hygiene: Hygiene | None = None,
 ) -> TriageRun:
     """`judge`: an LLM judge will be configured (probe/server --judge-url), so rewards that
     import reward_judge are not blocked for it. `state_defects`: the State API checks the
-    hub's apps failed (`shinken hub check`), by app key."""
+    hub's apps failed (`shinken hub check`), by app key. `hygiene`: the benchmarks to
+    compare with and the family settings (default: the shipped benchmarks, tasks that match
+    one blocked)."""
     # Loading a 10k-entry cache and building 10k results makes millions of objects and no
     # garbage cycles: the cyclic GC would only re-scan them (~15% of a cached re-run).
     was_enabled = gc.isenabled()
@@ -219,7 +228,7 @@ def triage_root(
     try:
         return _triage_root(root, caps, mock_urls, workers=workers, use_cache=use_cache,
                             cache_directory=cache_directory, progress=progress, judge=judge,
-                            state_defects=state_defects)
+                            state_defects=state_defects, hygiene=hygiene)
     finally:
         if was_enabled:
             gc.enable()
@@ -236,6 +245,7 @@ def _triage_root(
     progress: Callable[[int, int], None] | None,
     judge: bool,
     state_defects: StateDefects | None = None,
+    hygiene: Hygiene | None = None,
 ) -> TriageRun:
     t0 = time.perf_counter()
     root = Path(root).absolute()
@@ -248,6 +258,7 @@ def _triage_root(
     # Evaluated as results arrive, so matching overlaps the workers' analysis.
     ev = Evaluator(caps, mock_urls, judge=judge, state_defects=state_defects)
     results: dict[str, dict[str, Any]] = {}
+    instructions: dict[str, str | None] = {}  # folder -> its instruction, for the hygiene pass
     misses: list[str] = folders
     cache = TriageCache(pyver, cache_directory) if use_cache else None
     memo = ResultsMemo(pyver, ev.fingerprint(), cache_directory) if use_cache else None
@@ -258,9 +269,9 @@ def _triage_root(
         if memo.tasks:
             misses = []
             for f in folders:
-                task = memo.lookup(f)
-                if task is not None:
-                    results[f] = task
+                remembered_task = memo.lookup(f)
+                if remembered_task is not None:
+                    results[f], instructions[f] = remembered_task
                 else:
                     misses.append(f)
     remembered = len(results)
@@ -274,6 +285,7 @@ def _triage_root(
             if hit is not None:
                 # The analysis is content-keyed; the path is this run's.
                 results[f] = ev.evaluate({**hit, "path": f})
+                instructions[f] = hit.get("instruction")
             else:
                 misses.append(f)
     st.cache_hits = len(results)
@@ -286,6 +298,7 @@ def _triage_root(
         nonlocal done
         for f, skey, analysis in batch:
             results[f] = ev.evaluate(analysis)
+            instructions[f] = analysis.get("instruction")
             if cache is not None:
                 cache.put(f, skey, analysis)
         done += len(batch)
@@ -316,9 +329,19 @@ def _triage_root(
     if cache is not None and memo is not None and (remembered < len(folders) or stale):
         try:
             cache.save(str(root), set(folders))
-            memo.save(str(root), {f: results[f] for f in folders}, cache.stat)
+            memo.save(str(root), {f: (results[f], instructions.get(f)) for f in folders}, cache.stat)
         except OSError as exc:  # a read-only home must not cost the results
             st.cache_error = f"{exc.filename or cache.path}: {exc.strerror or exc}"
-    run.tasks = [results[f] for f in sorted(results, key=os.path.basename)]
+    order = sorted(results, key=os.path.basename)
+    if hygiene is None:
+        from shinken.triage.hygiene import Hygiene, HygieneOptions
+
+        hygiene = Hygiene.load(HygieneOptions())
+    # Over the whole root, after every task is known: families link tasks across it.
+    t1 = time.perf_counter()
+    run.tasks, st.hygiene_reused = hygiene.apply([results[f] for f in order], [instructions.get(f) for f in order],
+                                                 memo_dir=(cache_directory or cache_dir()) if use_cache else None)
+    run.hygiene = hygiene.settings()
+    st.hygiene_seconds = time.perf_counter() - t1
     st.seconds = time.perf_counter() - t0
     return run

@@ -54,11 +54,13 @@ def check_dest(dest: Path, force: bool) -> None:
                                "workspace written by shinken, so nothing was changed")
 
 
-def load_bundles(task_root: Path, ids: list[str]) -> list[Bundle]:
+def load_bundles(task_root: Path, ids: list[str]) -> tuple[list[Bundle], list[Bundle]]:
+    """The listed bundles, and every bundle of the root (task families span the whole root)."""
     if not task_root.is_dir():
         raise ShinkenError(f"{task_root}: task root is not a folder")
     by_id: dict[str, Bundle] = {}
-    for b in load_root(task_root):
+    every = load_root(task_root)
+    for b in every:
         by_id.setdefault(b.id, b)
     missing = [i for i in ids if i not in by_id]
     if missing:
@@ -69,4 +71,4 @@ def load_bundles(task_root: Path, ids: list[str]) -> list[Bundle]:
     if bad:
         b = bad[0]
         raise ShinkenError(f"{b.id}: the bundle is defective ({b.why_defective()}); run `shinken triage` and drop it")
-    return [by_id[i] for i in ids]
+    return [by_id[i] for i in ids], list(every)

@@ -1,7 +1,9 @@
 """Deterministic, stratified train/validation split.
 
-Tasks that share an instruction (after whitespace/case normalisation) form one unit and
-always land on the same side, so validation never repeats a prompt the learner trained on.
+Tasks of one family (triage/families.py: parameter variants and other near-duplicates over
+the whole task root, which includes every task sharing an instruction) form one unit and
+always land on the same side, so validation never repeats a task the learner trained on
+with another number or name.
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ from __future__ import annotations
 import hashlib
 import math
 import random
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeVar
+
+from shinken.triage.families import FamilySettings, assign_families
+from shinken.triage.wording import read
 
 if TYPE_CHECKING:
     from shinken.bundles.model import Bundle
@@ -26,6 +31,8 @@ def normalize_instruction(text: str) -> str:
 class Split:
     train: list[str]
     validation: list[str]
+    # family id -> its tasks in the split, for families of more than one (the split record)
+    families: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _unit_rng(seed: int, stratum: str) -> random.Random:
@@ -56,12 +63,13 @@ def split_ids(
     items: Sequence[T],
     *,
     key: Callable[[T], str],
-    instruction: Callable[[T], str],
+    family: Callable[[T], str],
     stratum: Callable[[T], str],
     val_fraction: float,
     seed: int,
 ) -> Split:
-    """Split `items` (unique keys) into train/validation ids.
+    """Split `items` (unique keys) into train/validation ids, each family (units of items
+    with one `family`) wholly on one side.
 
     The number of validation units is round(units * fraction), at least one when there are
     two or more units and the fraction is positive (a tiny set still gets a validation
@@ -71,7 +79,7 @@ def split_ids(
         raise ValueError("val_fraction must be in [0, 1)")
     units: dict[str, list[T]] = {}
     for it in items:
-        units.setdefault(normalize_instruction(instruction(it)), []).append(it)
+        units.setdefault(family(it), []).append(it)
     by_stratum: dict[str, list[list[T]]] = {}
     for members in units.values():
         members.sort(key=key)
@@ -95,17 +103,28 @@ def split_ids(
             val.extend(key(m) for m in u)
         for u in us[k:]:
             train.extend(key(m) for m in u)
-    return Split(sorted(train), sorted(val))
+    families = {f: sorted(key(m) for m in members) for f, members in units.items() if len(members) > 1}
+    return Split(sorted(train), sorted(val), dict(sorted(families.items())))
 
 
-def split_bundles(bundles: Sequence["Bundle"], *, val_fraction: float, seed: int, stratify: str) -> Split:
+def root_families(bundles: Sequence["Bundle"], settings: FamilySettings = FamilySettings()) -> dict[str, str]:
+    """Task id -> family over every bundle of a task root, as triage assigns them (the same
+    reading and clustering over the same tasks give the same families)."""
+    ids = [b.id for b in bundles]
+    wordings = [read(b.instruction) if b.instruction.strip() else None for b in bundles]
+    return dict(zip(ids, assign_families(ids, wordings, settings)))
+
+
+def split_bundles(bundles: Sequence["Bundle"], *, val_fraction: float, seed: int, stratify: str,
+                  families: Mapping[str, str]) -> Split:
     """The train/validation split of task bundles that make-workspace writes and publish
-    publishes: units of one instruction, stratified by the task field `stratify` (`none`:
-    one stratum)."""
+    publishes: units of one family (`families`: task id -> family, from root_families over
+    the whole task root; a task it lacks is a family of its own), stratified by the task
+    field `stratify` (`none`: one stratum)."""
     return split_ids(
         bundles,
         key=lambda b: b.id,
-        instruction=lambda b: b.instruction,
+        family=lambda b: families.get(b.id, b.id),
         stratum=lambda b: str(b.raw.get(stratify) or "") if stratify != "none" else "",
         val_fraction=val_fraction,
         seed=seed,

@@ -43,7 +43,7 @@ from shinken.workspace.evidence import Evidence, gather
 from shinken.workspace.inputs import MANIFEST, check_dest, load_bundles, read_id_list
 from shinken.workspace.licensing import License, resolve_license
 from shinken.workspace.next_steps import missing_evidence
-from shinken.workspace.split import Split, normalize_instruction, split_bundles
+from shinken.workspace.split import Split, normalize_instruction, root_families, split_bundles
 from shinken.workspace.store import copy_bundles
 from shinken.workspace.wheel import build_wheel
 from shinken.workspace.yaml_out import dump_yaml
@@ -256,7 +256,7 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
     source = read_source(task_root) if task_root.is_dir() else None
     lic = resolve_license(opts.license, source.license if source else None, task_root=task_root,
                           dataset_label=opts.dataset_license)
-    bundles = load_bundles(task_root, listed.ids)
+    bundles, every_bundle = load_bundles(task_root, listed.ids)
 
     # The server seeds each task at the tier its probe verified; a probe run with --state-fidelity
     # filesystem chose unchecked forks, and so does its workspace.
@@ -269,8 +269,9 @@ def plan_workspace(opts: WorkspaceOptions) -> WorkspacePlan:
                                     alerts=alerts.get(b.id), checks=checks.get(b.id, (None, None)),
                                     profile=opts.profile)
             for b in _for_rows(bundles, opts)}
-    split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify)
-    _check_disjoint(split.train, split.validation, rows)
+    split = split_bundles(bundles, val_fraction=opts.val_fraction, seed=opts.seed, stratify=opts.stratify,
+                          families=root_families(every_bundle))
+    _check_disjoint(split, rows)
     pool = split.train + split.validation  # tiny sets: examples may reuse validation tasks
     example = [pool[i % len(pool)] for i in range(EXAMPLE_ROWS)]
     evidence = gather(rows, listed.ids, listed.receipt, [Path(p) for p in opts.rollouts])
@@ -374,6 +375,7 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
             "evidence": {**evidence.sources, "determinism_level": evidence.determinism, "verifier_cases": counts},
             "train": split.train,
             "validation": split.validation,
+            "families": split.families,
             "example": example,
         }
         if not opts.profile.is_default:
@@ -413,9 +415,13 @@ def _check_band_profile(ids_file: Path, profile: Profile) -> None:
                        "profile's rollouts first")
 
 
-def _check_disjoint(train: list[str], val: list[str], rows: dict[str, dict[str, Any]]) -> None:
+def _check_disjoint(split: Split, rows: dict[str, dict[str, Any]]) -> None:
     # Defence in depth: the split guarantees this; a violation is a bug, not bad input.
+    train, val = split.train, split.validation
     assert not set(train) & set(val), "train and validation share task ids"
+    side = {i: "train" for i in train} | {i: "validation" for i in val}
+    assert all(len({side[i] for i in members}) == 1 for members in split.families.values()), \
+        "a task family is on both sides of the split"
     ti = {normalize_instruction(rows[i]["instruction"]) for i in train}
     assert not any(normalize_instruction(rows[i]["instruction"]) in ti for i in val), \
         "train and validation share an instruction"
