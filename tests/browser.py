@@ -153,12 +153,13 @@ class Page:
     width: int
     height: int
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
+    evaluated: Any = None  # what `expression` (open_page's argument) returned on the loaded page
 
 
 PROBLEMS = {"Runtime.exceptionThrown", "Network.loadingFailed"}
 
 
-def open_page(browser: Browser, path: Path, width: int = 1100) -> Page:
+def open_page(browser: Browser, path: Path, width: int = 1100, expression: str | None = None) -> Page:
     s = browser.session()
     for domain in ("Page", "Runtime", "Log", "Network"):
         browser.call(f"{domain}.enable", {}, s)
@@ -169,6 +170,7 @@ def open_page(browser: Browser, path: Path, width: int = 1100) -> Page:
     browser.wait_event("Page.loadEventFired", s, since)
     values = browser.evaluate(s, "(() => { const o = {}; for (const e of document.querySelectorAll('[data-k]')) "
                                  "(o[e.dataset.k] ||= []).push(e.textContent.trim()); return o; })()")
+    evaluated = browser.evaluate(s, expression) if expression else None
     metrics = browser.call("Page.getLayoutMetrics", {}, s)["cssContentSize"]
     w, h = int(metrics["width"]), int(metrics["height"])
     browser.call("Emulation.setDeviceMetricsOverride",
@@ -186,7 +188,7 @@ def open_page(browser: Browser, path: Path, width: int = 1100) -> Page:
         elif m in PROBLEMS:
             problems.append(f"{m}: {json.dumps(p)[:300]}")
     requests = [e["params"]["request"]["url"] for e in mine if e.get("method") == "Network.requestWillBeSent"]
-    return Page(problems, values, png, w, h, requests)
+    return Page(problems, values, png, w, h, requests, evaluated)
 
 
 def image_stats(browser: Browser, png: bytes) -> dict[str, Any]:
