@@ -1,0 +1,339 @@
+"""What a curator sees of a probed task besides numbers: a small screenshot of a desktop task's
+start state (taken on the first no-op computer of the tier the task was kept at: what a rollout's
+computer shows when it starts) and a short recording of each solution that ran (the oracle, a
+replayed rollout). On a desktop the recording is the screen, grabbed in the fork by a background
+process a few times a second and encoded there as one animated WebP; a task without a desktop
+has no screen, so its recording is the terminal: the commands run and what they printed, drawn
+here as an animated SVG, timed as they ran.
+
+The images travel in the receipt line as base64 (a line comes back from a Ray worker as it does
+from a thread); the driver stores them in the run dir, named by their sha256, and the line keeps
+their paths (`store`). Best effort: a capture that fails is named in the line's `media.errors` and
+never changes the probe's outcome. What the fork hands back is untrusted (the solution runs there
+as the same user): it is kept only when it is a WebP of bounded size."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shlex
+import time
+import uuid
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from shinken.computer.screen import CAPTURE_LIB
+from shinken.computer.tools import _SESSION_PREFIX, EXEC
+from shinken.sandbox.api import Fork, InfraError
+
+START_SIZE = (640, 360)
+START_QUALITY = 70
+# The start screenshot waits for the screen to hold still this long (a window a post-fork step
+# launched may still be mapping), from START_MIN_S after the computer is ready, START_MAX_S at most
+# (also when it stays one flat colour: a desktop with no window yet).
+START_STILL_S = 1.0
+START_MIN_S = 1.0
+START_MAX_S = 8.0
+RECORD_SIZE = (640, 360)
+RECORD_FPS = 4.0
+# Frames are grabbed this long, and this many changed ones kept, at most (~0.7 MB each in the
+# fork's memory until encoded); the end state is always the last frame.
+RECORD_MAX_S = 30.0
+RECORD_MAX_FRAMES = 90
+RECORD_QUALITY = 50
+MAX_BYTES = 8_000_000  # of one stored image (a recording of RECORD_MAX_S is far below)
+MEDIA_DIR = "media"  # in the run dir
+MIMES = {"image/webp": ".webp", "image/svg+xml": ".svg"}
+
+# The recorder: argv = out stop fps max_s WxH quality max_frames. Grabs the screen (CAPTURE_LIB's grab) until
+# the stop file appears, keeps a frame only when the picture changed, writes one animated WebP.
+RECORD_PY = CAPTURE_LIB + r"""
+import os
+out, stop, fps, max_s, size, quality, max_frames = (sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]),
+                                                   sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
+w, h = (int(v) for v in size.split("x"))
+frames, stamps = [], []
+t0 = time.monotonic()
+def take():
+    im = grab()[0].resize((w, h), Image.BOX)
+    if not frames or im.tobytes() != frames[-1].tobytes():
+        frames.append(im)
+        stamps.append(time.monotonic())
+while not os.path.exists(stop) and time.monotonic() - t0 < max_s and len(frames) < max_frames:
+    t = time.monotonic()
+    take()
+    time.sleep(max(0.0, 1.0 / fps - (time.monotonic() - t)))
+while not os.path.exists(stop) and time.monotonic() - t0 < 2 * max_s:
+    time.sleep(0.1)
+take()
+end = time.monotonic()
+# Each frame shows until the next change (a still stretch at most 3 s); the end state holds 2 s.
+marks = stamps[1:] + [end]
+durations = [max(40, min(3000, int((b - a) * 1000))) for a, b in zip(stamps, marks)]
+durations[-1] += 2000
+tmp = out + ".part"
+frames[0].save(tmp, "WEBP", save_all=True, append_images=frames[1:], duration=durations, loop=0, quality=quality, method=0)
+os.rename(tmp, out)
+print(json.dumps({"frames": len(frames), "seconds": round(end - t0, 2)}))
+"""
+# The start screenshot: argv = WxH quality min_s still_s max_s. Grabs the screen every 0.25 s until
+# it held still for still_s (and min_s passed; a blinking caret counts as still) showing something
+# (a screen of one flat colour waits for a window, up to max_s), then prints a JSON header line and
+# the WebP's base64.
+STILL_PY = CAPTURE_LIB + r"""
+size, quality, min_s, still_s, max_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+w, h = (int(v) for v in size.split("x"))
+from PIL import ImageChops
+t0 = time.monotonic()
+last, since = None, t0
+def changed(a, b):  # more than a blinking caret's worth of pixels differ (0.05% of the image)
+    if a is None:
+        return True
+    moved = ImageChops.difference(a, b).convert("L").point(lambda v: 255 if v > 24 else 0).histogram()[255]
+    return moved > w * h // 2000
+while True:
+    im = grab()[0].resize((w, h), Image.BOX)
+    now = time.monotonic()
+    if changed(last, im):
+        since = now
+    last = im
+    blank = im.convert("L").getextrema()[0] == im.convert("L").getextrema()[1]  # one flat colour: nothing up yet
+    if (now - t0 >= min_s and now - since >= still_s and not blank) or now - t0 >= max_s:
+        break
+    time.sleep(0.25)
+buf = io.BytesIO()
+im.save(buf, "WEBP", quality=quality, method=4)
+print(json.dumps({"width": w, "height": h, "waited_s": round(now - t0, 2), "still": now - since >= still_s}))
+print(base64.b64encode(buf.getvalue()).decode())
+"""
+# Detached from the exec that starts it (stdio on /dev/null), so the exec returns at once.
+_DETACH = 'exec "$@" </dev/null >/dev/null 2>&1'
+# Touch the stop file, wait for the recorder to write its file.
+_STOP = 'touch "$1"; for _ in $(seq 600); do [ -s "$2" ] && exit 0; sleep 0.1; done; exit 1'
+
+
+def _image(data: bytes, mime: str, width: int, height: int, **extra: Any) -> dict[str, Any]:
+    return {"mime": mime, "width": width, "height": height, "data": base64.b64encode(data).decode(), **extra}
+
+
+def start_screenshot(fork: Fork) -> dict[str, Any]:
+    """The start state, small: a WebP of START_SIZE once the screen holds still ({"error": why}
+    when it cannot be read)."""
+    argv = ["bash", "-c", _SESSION_PREFIX, "shinken-start-shot", "python3", "-S", "-c", STILL_PY,
+            f"{START_SIZE[0]}x{START_SIZE[1]}", str(START_QUALITY), str(START_MIN_S), str(START_STILL_S), str(START_MAX_S)]
+    try:
+        res = fork.exec(argv, timeout=START_MAX_S + 30, max_output=4 * MAX_BYTES // 3 + 1000)
+    except InfraError as exc:
+        return {"error": f"start screenshot: {exc}"}
+    lines = res.output.strip().splitlines()
+    try:
+        if not res.ok or len(lines) < 2:
+            raise ValueError(f"exit {res.exit_code}: {res.output[-200:]}")
+        head, data = json.loads(lines[-2]), base64.b64decode(lines[-1], validate=True)
+    except (ValueError, KeyError, TypeError) as exc:
+        return {"error": f"start screenshot: the screen could not be read ({str(exc)[:300]})"}
+    if not is_webp(data):
+        return {"error": "start screenshot: the fork handed back something that is not a WebP"}
+    return _image(data, "image/webp", *START_SIZE, waited_s=float(head.get("waited_s") or 0.0))
+
+
+@dataclass
+class Recording:
+    """One solution's run, recorded (see the module's docstring): `start()` before its tool calls,
+    `step()` after each, `stop()` after the last, `finish()` after the reward (the image entry for
+    the line)."""
+
+    fork: Fork
+    desktop: bool
+    of: str  # "oracle", "replay 0", ...
+    steps: list[tuple[str, str, float]] = field(default_factory=list)  # (what ran, what it answered, seconds)
+    error: str | None = None
+    seconds: float = 0.0
+    _paths: tuple[str, str] = ("", "")
+    _t0: float = 0.0
+    _data: bytes = b""
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        if not self.desktop:
+            return
+        folder = f"/tmp/.shinken-record-{uuid.uuid4().hex[:12]}"
+        self._paths = (f"{folder}/recording.webp", f"{folder}/stop")
+        argv = ["bash", "-c", _SESSION_PREFIX, "shinken-record", "bash", "-c", f"mkdir -p {folder} && setsid -f \"$@\"",
+                "shinken-record", "bash", "-c", _DETACH, "shinken-record", "python3", "-S", "-c", RECORD_PY,
+                self._paths[0], self._paths[1], str(RECORD_FPS), str(RECORD_MAX_S),
+                f"{RECORD_SIZE[0]}x{RECORD_SIZE[1]}", str(RECORD_QUALITY), str(RECORD_MAX_FRAMES)]
+        try:
+            res = self.fork.exec(argv, timeout=30)
+            if not res.ok:
+                self.error = f"recording ({self.of}): the recorder did not start (exit {res.exit_code}): {res.output[-200:]}"
+        except InfraError as exc:
+            self.error = f"recording ({self.of}): {exc}"
+
+    def step(self, shown: str, answer: str, seconds: float) -> None:
+        self.steps.append((shown, answer, seconds))
+
+    def stop(self) -> None:
+        """After the solution's last call, before the reward: the screen's end state is the last
+        frame; the recorder's file is fetched and its folder removed (the reward sees the fork as
+        the solution left it)."""
+        self.seconds = time.monotonic() - self._t0
+        if not self.desktop or self.error is not None:
+            return
+        out, stop = self._paths
+        try:
+            res = self.fork.exec(["bash", "-c", _STOP, "shinken-record", stop, out], timeout=90)
+            if not res.ok:
+                self.error = f"recording ({self.of}): the recorder wrote nothing (it may have been killed)"
+                return
+            data = self.fork.download(out)
+            self.fork.exec(["rm", "-rf", out.rsplit("/", 1)[0]], timeout=30)
+        except (InfraError, OSError) as exc:
+            self.error = f"recording ({self.of}): {exc}"
+            return
+        if not is_webp(data) or len(data) > MAX_BYTES:
+            self.error = (f"recording ({self.of}): the fork handed back {len(data)} bytes that are not a WebP "
+                          f"of at most {MAX_BYTES}")
+            return
+        self._data = data
+
+    def finish(self, reward: float | None, reward_tail: str) -> dict[str, Any]:
+        """The recording as an image entry, or {"error": why}."""
+        if self.error is not None:
+            return {"error": self.error}
+        if not self.desktop:
+            svg = terminal_svg(self.steps, reward, reward_tail)
+            return _image(svg.encode(), "image/svg+xml", TERM_W, svg_height(svg), of=self.of, kind="terminal",
+                          seconds=round(self.seconds, 2), frames=len(self.steps) + 1)
+        return _image(self._data, "image/webp", *RECORD_SIZE, of=self.of, kind="screen",
+                      seconds=round(self.seconds, 2), frames=webp_frames(self._data))
+
+
+def is_webp(data: bytes) -> bool:
+    return len(data) > 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+
+
+def webp_frames(data: bytes) -> int:
+    """Frames of an animated WebP (its ANMF chunks; 1 for a still one)."""
+    n, at = 0, 12
+    while at + 8 <= len(data):
+        kind, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        if kind == b"ANMF":
+            n += 1
+        at += 8 + size + (size & 1)
+    return max(n, 1)
+
+
+def described_call(name: str, arguments: dict[str, Any]) -> str:
+    """A tool call as the terminal recording shows it: a command as typed, other tools by name."""
+    command = arguments.get("command")
+    if name == EXEC and isinstance(command, str):
+        return "$ " + command
+    return f"▸ {name} {json.dumps(arguments, ensure_ascii=False, separators=(', ', ': '))}"
+
+
+def oracle_shown(oracle_name: str) -> str:
+    """How the oracle's one command shows (its full text is a here-document carrying the script)."""
+    run = "bash" if oracle_name.endswith(".sh") else "python3"
+    return f"$ cd /home/user && {run} {shlex.quote(oracle_name)}"
+
+
+# --- the terminal recording ---------------------------------------------------------------
+TERM_W = 760
+TERM_COLS = 100
+LINE_H = 16
+MAX_LINES_PER_STEP = 10
+MAX_LINES = 48
+
+
+def _wrap(text: str) -> list[str]:
+    out = []
+    for raw in text.replace("\t", "    ").splitlines() or [""]:
+        raw = "".join(c if c.isprintable() else "·" for c in raw)
+        out += [raw[i:i + TERM_COLS] for i in range(0, max(len(raw), 1), TERM_COLS)]
+    return out
+
+
+def svg_height(svg: str) -> int:
+    return int(svg.split('height="', 1)[1].split('"', 1)[0])
+
+
+def terminal_svg(steps: list[tuple[str, str, float]], reward: float | None, reward_tail: str) -> str:
+    """The steps as a terminal that types them out: the first command shows from the start, each
+    later one (with what it answered) when it ran (at least 0.8 s, at most 4 s apart), the reward
+    last; it holds 3 s and starts over.
+    Self-contained SVG (CSS animation only: no script runs in an image)."""
+    blocks: list[tuple[list[tuple[str, str]], float]] = []  # (lines with their class, seconds shown before the next)
+    for shown, answer, seconds in steps:
+        lines = [(s, "cmd") for s in _wrap(shown)[:3]]
+        body = _wrap(answer.strip()) if answer.strip() else []
+        if len(body) > MAX_LINES_PER_STEP:
+            body = [f"… {len(body) - MAX_LINES_PER_STEP + 1} more line(s)"] + body[-(MAX_LINES_PER_STEP - 1):]
+        lines += [(s, "out") for s in body]
+        blocks.append((lines, min(4.0, max(0.8, seconds))))
+    verdict = "reward: " + ("none" if reward is None else f"{reward:g}")
+    tail = [s for s in _wrap(reward_tail.strip())[-4:] if s] if reward_tail.strip() else []
+    blocks.append(([("# reward.py", "cmd"), *((s, "out") for s in tail), (verdict, "reward")], 3.0))
+    total_lines = sum(len(b) for b, _ in blocks)
+    while total_lines > MAX_LINES and len(blocks) > 2:  # the earliest steps go first
+        total_lines -= len(blocks.pop(0)[0])
+    cycle = sum(s for _, s in blocks)
+    height = 16 + total_lines * LINE_H
+    css = ["text{font:12px 'DejaVu Sans Mono',monospace;white-space:pre}.cmd{fill:#9ae6b4}.out{fill:#e2e8f0}"
+           ".reward{fill:#fbd38d;font-weight:bold}"]
+    body = []
+    y, t = 12 + 12, 0.0
+    for i, (lines, shown_s) in enumerate(blocks):
+        at = 100 * t / cycle
+        css.append("" if i == 0 else f"@keyframes s{i}{{0%,{at:.2f}%{{opacity:0}}{min(at + 0.01, 100):.2f}%,100%{{opacity:1}}}}"
+                   f".s{i}{{animation:s{i} {cycle:.2f}s step-end infinite}}")
+        texts = []
+        for text, cls in lines:
+            texts.append(f'<text x="10" y="{y}" class="{cls}">{escape(text)}</text>')
+            y += LINE_H
+        body.append(f'<g class="s{i}">{"".join(texts)}</g>')
+        t += shown_s
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{TERM_W}" height="{height}" '
+            f'viewBox="0 0 {TERM_W} {height}"><style>{"".join(css)}</style>'
+            f'<rect width="100%" height="100%" rx="6" fill="#1a202c"/>{"".join(body)}</svg>')
+
+
+# --- the driver's side ----------------------------------------------------------------------
+def store(run_dir: Path, line: dict[str, Any]) -> dict[str, Any]:
+    """The line with its images written into `run_dir/media/` (named by their sha256; written once,
+    atomically) and each image's `data` replaced by its `path` (relative to the run dir), size and
+    sha256. An image that is not what it claims to be is left out and named in `media.errors`."""
+    media = line.get("media")
+    if not isinstance(media, dict):
+        return line
+    errors = list(media.get("errors") or [])
+
+    def keep(entry: Any) -> dict[str, Any] | None:
+        if not isinstance(entry, dict) or "data" not in entry:
+            return entry if isinstance(entry, dict) and "path" in entry else None
+        data = base64.b64decode(entry["data"])
+        ext = MIMES.get(entry.get("mime", ""))
+        ok = ext is not None and len(data) <= MAX_BYTES and (
+            is_webp(data) if ext == ".webp" else data.startswith(b"<svg "))
+        if not ok:
+            errors.append(f"an image of {len(data)} bytes ({entry.get('mime')}) was not stored: not a bounded WebP or SVG")
+            return None
+        digest = hashlib.sha256(data).hexdigest()
+        rel = f"{MEDIA_DIR}/{digest}{ext}"
+        path = Path(run_dir) / rel
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        rest = {k: v for k, v in entry.items() if k != "data"}
+        return {**rest, "path": rel, "bytes": len(data), "sha256": digest}
+
+    start = keep(media.get("start"))
+    recordings = [r for r in (keep(r) for r in media.get("recordings") or []) if r is not None]
+    out = {"desktop": bool(media.get("desktop")), "start": start, "recordings": recordings, "errors": errors}
+    return {**line, "media": out}
