@@ -28,15 +28,15 @@ from typing import Any
 
 from shinken.computer.screen import CAPTURE_LIB
 from shinken.computer.tools import _SESSION_PREFIX, EXEC
-from shinken.sandbox.api import Fork, InfraError
+from shinken.sandbox.api import Fork, Golden, InfraError
 
 START_SIZE = (640, 360)
 START_QUALITY = 70
 # The start screenshot waits for the screen to hold still this long (a window a post-fork step
 # launched may still be mapping), from START_MIN_S after the computer is ready, START_MAX_S at most
-# (also when it stays one flat colour: a desktop with no window yet).
-START_STILL_S = 1.0
-START_MIN_S = 1.0
+# (also while it stays one flat colour when a window is expected: a desktop with no window yet).
+START_STILL_S = 0.5
+START_MIN_S = 0.5
 START_MAX_S = 8.0
 RECORD_SIZE = (640, 360)
 RECORD_FPS = 4.0
@@ -58,8 +58,11 @@ out, stop, fps, max_s, size, quality, max_frames = (sys.argv[1], sys.argv[2], fl
 w, h = (int(v) for v in size.split("x"))
 frames, stamps = [], []
 t0 = time.monotonic()
+def small(im):  # an exact integer downscale (1920x1080 -> 640x360) is far cheaper than a resize
+    f = im.size[0] // w
+    return im.reduce(f) if im.size == (w * f, h * f) else im.resize((w, h), Image.BOX)
 def take():
-    im = grab()[0].resize((w, h), Image.BOX)
+    im = small(grab()[0])
     if not frames or im.tobytes() != frames[-1].tobytes():
         frames.append(im)
         stamps.append(time.monotonic())
@@ -80,13 +83,17 @@ frames[0].save(tmp, "WEBP", save_all=True, append_images=frames[1:], duration=du
 os.rename(tmp, out)
 print(json.dumps({"frames": len(frames), "seconds": round(end - t0, 2)}))
 """
-# The start screenshot: argv = WxH quality min_s still_s max_s. Grabs the screen every 0.25 s until
-# it held still for still_s (and min_s passed; a blinking caret counts as still) showing something
-# (a screen of one flat colour waits for a window, up to max_s), then prints a JSON header line and
-# the WebP's base64.
+# The start screenshot: argv = WxH quality min_s still_s max_s expect. Grabs the screen every 0.25 s until
+# it held still for still_s (and min_s passed; a blinking caret counts as still), and when `expect`
+# (the start state has a window) until it shows something (a screen of one flat colour waits, up to
+# max_s), then prints a JSON header line and the WebP's base64.
 STILL_PY = CAPTURE_LIB + r"""
 size, quality, min_s, still_s, max_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+expect = sys.argv[6] == "1"  # a window is to show: a screen of one flat colour is not the start state yet
 w, h = (int(v) for v in size.split("x"))
+def small(im):
+    f = im.size[0] // w
+    return im.reduce(f) if im.size == (w * f, h * f) else im.resize((w, h), Image.BOX)
 from PIL import ImageChops
 t0 = time.monotonic()
 last, since = None, t0
@@ -96,13 +103,14 @@ def changed(a, b):  # more than a blinking caret's worth of pixels differ (0.05%
     moved = ImageChops.difference(a, b).convert("L").point(lambda v: 255 if v > 24 else 0).histogram()[255]
     return moved > w * h // 2000
 while True:
-    im = grab()[0].resize((w, h), Image.BOX)
+    im = small(grab()[0])
     now = time.monotonic()
     if changed(last, im):
         since = now
     last = im
-    blank = im.convert("L").getextrema()[0] == im.convert("L").getextrema()[1]  # one flat colour: nothing up yet
-    if (now - t0 >= min_s and now - since >= still_s and not blank) or now - t0 >= max_s:
+    lo, hi = im.convert("L").getextrema()
+    waiting = expect and lo == hi  # one flat colour: the window is not up yet
+    if (now - t0 >= min_s and now - since >= still_s and not waiting) or now - t0 >= max_s:
         break
     time.sleep(0.25)
 buf = io.BytesIO()
@@ -112,19 +120,27 @@ print(base64.b64encode(buf.getvalue()).decode())
 """
 # Detached from the exec that starts it (stdio on /dev/null), so the exec returns at once.
 _DETACH = 'exec "$@" </dev/null >/dev/null 2>&1'
-# Touch the stop file, wait for the recorder to write its file.
-_STOP = 'touch "$1"; for _ in $(seq 600); do [ -s "$2" ] && exit 0; sleep 0.1; done; exit 1'
+# Touch the stop file, wait for the recorder's file, print it (base64, one line) and remove its folder.
+_STOP = ('touch "$1"; for _ in $(seq 1200); do [ -s "$2" ] && break; sleep 0.05; done; [ -s "$2" ] || exit 1; '
+         'base64 -w0 "$2"; echo; rm -rf "$(dirname "$2")"')
 
 
 def _image(data: bytes, mime: str, width: int, height: int, **extra: Any) -> dict[str, Any]:
     return {"mime": mime, "width": width, "height": height, "data": base64.b64encode(data).decode(), **extra}
 
 
-def start_screenshot(fork: Fork) -> dict[str, Any]:
-    """The start state, small: a WebP of START_SIZE once the screen holds still ({"error": why}
-    when it cannot be read)."""
+def expects_window(golden: Golden) -> bool:
+    """Whether the start state shows a window: the golden's record has one, or a post-fork step
+    starts a program (a dialog the setup leaves to each fork)."""
+    return bool(golden.desktop is not None and golden.desktop.windows) or any(s.starts_process for s in golden.post_fork)
+
+
+def start_screenshot(fork: Fork, expect_window: bool) -> dict[str, Any]:
+    """The start state, small: a WebP of START_SIZE once the screen holds still (and shows
+    something, when `expect_window`); {"error": why} when it cannot be read."""
     argv = ["bash", "-c", _SESSION_PREFIX, "shinken-start-shot", "python3", "-S", "-c", STILL_PY,
-            f"{START_SIZE[0]}x{START_SIZE[1]}", str(START_QUALITY), str(START_MIN_S), str(START_STILL_S), str(START_MAX_S)]
+            f"{START_SIZE[0]}x{START_SIZE[1]}", str(START_QUALITY), str(START_MIN_S), str(START_STILL_S), str(START_MAX_S),
+            "1" if expect_window else "0"]
     try:
         res = fork.exec(argv, timeout=START_MAX_S + 30, max_output=4 * MAX_BYTES // 3 + 1000)
     except InfraError as exc:
@@ -186,13 +202,13 @@ class Recording:
             return
         out, stop = self._paths
         try:
-            res = self.fork.exec(["bash", "-c", _STOP, "shinken-record", stop, out], timeout=90)
-            if not res.ok:
+            res = self.fork.exec(["bash", "-c", _STOP, "shinken-record", stop, out], timeout=90,
+                                 max_output=4 * MAX_BYTES // 3 + 1000)
+            if not res.ok or res.truncated:
                 self.error = f"recording ({self.of}): the recorder wrote nothing (it may have been killed)"
                 return
-            data = self.fork.download(out)
-            self.fork.exec(["rm", "-rf", out.rsplit("/", 1)[0]], timeout=30)
-        except (InfraError, OSError) as exc:
+            data = base64.b64decode(res.output.strip().splitlines()[-1], validate=True)
+        except (InfraError, ValueError, IndexError) as exc:
             self.error = f"recording ({self.of}): {exc}"
             return
         if not is_webp(data) or len(data) > MAX_BYTES:

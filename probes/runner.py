@@ -268,7 +268,7 @@ def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
         fork_s = time.monotonic() - t0
         start_s = float(sum(fork.start_timings.get(p, 0.0) for p in START_PHASES))
         if shots is not None and k == 0 and golden.needs_desktop:
-            shots[tier] = media.start_screenshot(fork)
+            shots[tier] = media.start_screenshot(fork, media.expects_window(golden))
         t1 = time.monotonic()
         rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         return fork_s, time.monotonic() - t1, rr, start_s
