@@ -113,6 +113,19 @@ def run(image: str, base: Path, name: str, n_cli: int, n_sheet: int, *, concurre
     return {"name": name, "wall": wall, "doc": doc, "n": len(doc["tasks"])}
 
 
+def _timed_probe(req: ProbeRequest, tag: str, label: str, goldens: list[str]) -> tuple[dict, float]:
+    """One probe run at concurrency 1: its receipt and wall seconds; its goldens added to `goldens`."""
+    t0 = time.monotonic()
+    doc = run_probe(req, executor=LocalExecutor(1))
+    wall = time.monotonic() - t0
+    goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+    bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
+    if bad:
+        print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
+    print(f"  {tag}: {label}: {wall:.1f} s", flush=True)
+    return doc, wall
+
+
 def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
     import os
 
@@ -129,18 +142,11 @@ def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
     def one(probes: tuple[str, ...], tag: str) -> float:
         req = ProbeRequest(task_root=root, image=image, run_dir=base / f"run-{tag}", repeats=2, concurrency=1,
                            state_fidelity="filesystem", probes=probes)
-        t0 = time.monotonic()
-        doc = run_probe(req, executor=LocalExecutor(1))
-        wall = time.monotonic() - t0
-        goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+        doc, wall = _timed_probe(req, tag, f"--probes {','.join(probes)}", goldens)
         if probes in shares:
             tm = [t["timings"] for t in doc["tasks"]]
             shares[probes].append((sum(x.get("oracle_s", 0.0) for x in tm), sum(x.get("vandal_s", 0.0) for x in tm),
                                    sum(x["total_s"] for x in tm)))
-        bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
-        if bad:
-            print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
-        print(f"  {tag}: --probes {','.join(probes)}: {wall:.1f} s", flush=True)
         return wall
 
     try:
@@ -181,17 +187,10 @@ def media_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
     def one(media: bool, tag: str) -> float:
         req = ProbeRequest(task_root=root, image=image, run_dir=base / f"run-{tag}", repeats=2, concurrency=1,
                            state_fidelity="filesystem", probes=("noop", "oracle"), media=media)
-        t0 = time.monotonic()
-        doc = run_probe(req, executor=LocalExecutor(1))
-        wall = time.monotonic() - t0
-        goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+        doc, wall = _timed_probe(req, tag, "--media" if media else "--no-media", goldens)
         if media:
             sizes.extend(e["bytes"] for t in doc["tasks"] for e in [(t.get("media") or {}).get("start"),
                                                                      *((t.get("media") or {}).get("recordings") or [])] if e)
-        bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
-        if bad:
-            print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
-        print(f"  {tag}: {'--media' if media else '--no-media'}: {wall:.1f} s", flush=True)
         return wall
 
     try:

@@ -3,6 +3,7 @@ renderer's figures), and the checks a rendered page must pass in a real browser.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -83,6 +84,15 @@ def expected_numbers(triage: dict | None, receipt: dict | None, profile: dict | 
 
 def _number(text: str) -> float:
     return float(text.split()[-1])  # "max-pass 0.9" -> 0.9
+
+
+def write_inputs(folder: Path, **docs: dict) -> dict[str, Path]:
+    """Each document as `<name>.json` in `folder`, for the command line: name -> its path."""
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = folder / f"{name}.json"
+        paths[name].write_text(json.dumps(doc))
+    return paths
 
 
 # Every chart text's box as drawn, and the chart's own box: a label starting left of 0 or ending

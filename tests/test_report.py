@@ -153,9 +153,7 @@ def test_long_bar_labels_are_not_cut(inputs: dict, tmp_path: Path) -> None:
     receipt["summary"]["kept"] = len(lines) - receipt["summary"]["dropped"]
     triage = json.loads(json.dumps(inputs["triage"]))
     triage["tasks"][0]["app_type"] = "libreoffice_impress_with_a_long_name"
-    paths = {"receipt": tmp_path / "receipt.json", "triage": tmp_path / "triage.json"}
-    paths["receipt"].write_text(json.dumps(receipt))
-    paths["triage"].write_text(json.dumps(triage))
+    paths = report_check.write_inputs(tmp_path, receipt=receipt, triage=triage)
     page = tmp_path / "r.html"
     r = shinken("report", "--triage", str(paths["triage"]), "--receipt", str(paths["receipt"]), "--html", str(page))
     assert r.returncode == 0, r.stderr

@@ -18,6 +18,7 @@ from tests.cli_runner import run_cli as shinken
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import browser as br  # noqa: E402
+import report_check  # noqa: E402
 import task_browser_check as tbc  # noqa: E402
 
 from benchmarks.synthetic_reports import synthetic_receipt, synthetic_triage  # noqa: E402
@@ -42,9 +43,7 @@ def release(tmp_path_factory) -> dict:
     triage = synthetic_triage(tmp / "tasks", RELEASE)
     receipt = synthetic_receipt(triage, tmp / "run", (MEDIA / "zenity-start.webp").read_bytes(),
                                 (MEDIA / "zenity-oracle.webp").read_bytes())
-    paths = {"triage": tmp / "triage.json", "receipt": tmp / "receipt.json"}
-    paths["triage"].write_text(json.dumps(triage))
-    paths["receipt"].write_text(json.dumps(receipt))
+    paths = report_check.write_inputs(tmp, triage=triage, receipt=receipt)
     site = tmp / "site"
     r = shinken("report", "--triage", str(paths["triage"]), "--receipt", str(paths["receipt"]), "--tasks", str(site))
     assert r.returncode == 0, r.stderr
