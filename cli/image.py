@@ -192,7 +192,82 @@ def pull(
     _move("pull", image, registry, json_out)
 
 
+AUDIT_EXAMPLES = [
+    "shinken image audit shinken/sandbox-cua:latest    # the shipped image: every attack held",
+    "shinken image audit my/tasks:v2 --json > audit.json    # your own image (e.g. built with image build --extra)",
+    "shinken image audit my/tasks:v2 --attack writable-path-folder --attack tmp-module-shadow --no-solved",
+]
+
+
+def audit(
+    image: Annotated[str, typer.Argument(help="Task image to attack (tag or id).")],
+    attack: Annotated[Optional[list[str]], typer.Option(
+        "--attack", help="Only this attack (repeatable); default: the whole battery.")] = None,
+    solved: Annotated[bool, typer.Option(
+        "--solved/--no-solved", help="Also run each attack beside a solution (it must still score 1.0).")] = True,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Attacks run at once.")] = 2,
+    json_out: JsonFlag = False,
+) -> None:
+    """Attack the reward of a canary task on IMAGE as a policy would (the red-team battery) and print,
+    per attack, whether the reward held or was forged. Exit 1 when an unsolved run read 1.0 or a
+    solved one did not."""
+    from shinken.errors import ShinkenError, WorkFailed
+    from shinken.integrity.audit import BROKEN, FORGED, Outcome, run_battery
+    from shinken.integrity.battery import by_name
+    from shinken.sandbox.docker_client import connect, resolve_image
+    from shinken.schemas import check_own
+
+    try:
+        attacks = by_name(attack)
+    except KeyError as exc:
+        from shinken.integrity.battery import ATTACKS
+
+        raise ShinkenError(f"--attack: no attack named {exc.args[0]}; the battery has: "
+                           f"{', '.join(a.name for a in ATTACKS)}") from None
+    output = Output(json_out)
+    image_id = resolve_image(connect(), image)
+    started = time.monotonic()
+    total = len(attacks) * (2 if solved else 1)
+    done: list[Outcome] = []
+    with output.progress(f"auditing {image}") as tick:
+        def seen(o: Outcome) -> None:
+            done.append(o)
+            tick(len(done), total)
+
+        outcomes = run_battery(image_id, attacks, parallel=concurrency, solved=solved, on_outcome=seen)
+    forged = sum(o.verdict == FORGED for o in outcomes)
+    broken = sum(o.verdict == BROKEN for o in outcomes)
+    doc = {"schema": "shinken.image_audit/1", "image": {"ref": image, "id": image_id},
+           "outcomes": [o.to_json() for o in outcomes], "forged": forged, "broken": broken,
+           "seconds": round(time.monotonic() - started, 1)}
+
+    def render() -> None:
+        table = Table("attack", "kind", "unsolved", "why", "solved", "why", title=f"{image} ({image_id[7:19]})")
+        by: dict[str, dict[bool, Outcome]] = {}
+        for o in outcomes:
+            by.setdefault(o.attack, {})[o.solved] = o
+        for name, runs in by.items():
+            u, s = runs.get(False), runs.get(True)
+            table.add_row(name, (u or s).kind if (u or s) else "", _mark(u), u.why if u else "",
+                          _mark(s), s.why if s else "")
+        output.table(table)
+        output.line(f"{forged} forged, {broken} broken of {len(outcomes)} runs in {doc['seconds']}s")
+
+    check_own("image_audit", doc, "`shinken image audit` output")
+    output.result(doc, render)
+    if forged or broken:
+        raise WorkFailed(f"{image}: {forged} attack(s) forged a reward, {broken} solved run(s) did not score 1.0")
+
+
+def _mark(o: Any) -> str:
+    if o is None:
+        return "-"
+    return {"held": "[green]held[/]", "scored": "[green]1.0[/]", "forged": "[red bold]FORGED[/]",
+            "broken": "[red bold]broken[/]"}[o.verdict]
+
+
 add_command(app, "build", build, BUILD_EXAMPLES)
+add_command(app, "audit", audit, AUDIT_EXAMPLES)
 add_command(app, "inspect", inspect, INSPECT_EXAMPLES)
 add_command(app, "push", push, PUSH_EXAMPLES)
 add_command(app, "pull", pull, PULL_EXAMPLES)

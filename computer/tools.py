@@ -83,21 +83,18 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
 TOOLS_BY_NAME = {t["name"]: t for t in TOOL_SCHEMAS}
 
 
-# Guest commands run with the desktop's session env (DISPLAY, D-Bus). The desktop is started on
-# demand so a task without a GUI can still be observed; shinken-desktop-up is idempotent.
-SESSION_ENV = "/tmp/shinken-session.env"
+# Guest commands get the desktop's session settings (DISPLAY, D-Bus) in their environment from the
+# sandbox (guest.session_env), never from a file. The desktop is started on demand so a task without
+# a GUI can still be observed; shinken-desktop-up is idempotent (its fast path: the display answers).
 # Both prefixes send stdout into stderr: the sandbox's end-of-exec marker travels on stderr, and
 # Docker reads the two pipes independently, so stdout frames could arrive after the marker (and
 # be dropped, or push the marker out of a capped tail). One pipe keeps the order.
 # _SESSION_PREFIX alone (stdout kept) is for long-lived guest processes that answer on stdout.
-_SESSION_PREFIX = (
-    f'[ -f {SESSION_ENV} ] || shinken-desktop-up >/dev/null 2>&1; '
-    f'set -a; . {SESSION_ENV} 2>/dev/null; set +a; export DISPLAY="${{DISPLAY:-:0}}"; exec "$@"'
-)
+_SESSION_PREFIX = '[ -S /tmp/.X11-unix/X0 ] || shinken-desktop-up >/dev/null 2>&1; exec "$@"'
 _GUEST_PREFIX = 'exec 1>&2; ' + _SESSION_PREFIX
-# computer_exec takes the session env when the desktop runs, but never starts it (most exec-only
-# tasks have no GUI, and starting one costs ~0.3 s).
-_EXEC_PREFIX = f'exec 1>&2; if [ -f {SESSION_ENV} ]; then set -a; . {SESSION_ENV}; set +a; fi; exec "$@"'
+# computer_exec never starts the desktop (most exec-only tasks have no GUI, and starting one costs
+# ~0.3 s).
+_EXEC_PREFIX = 'exec 1>&2; exec "$@"'
 # After an input event, wait so the next observation sees the app's reaction; one exec, not two.
 _SETTLE = 'rc=0; "$@" || rc=$?; sleep {s}; exit $rc'
 EXEC_TIMEOUT_S = 60.0

@@ -8,6 +8,7 @@
 // Every check changes only keys of its own (`shinken_probe*`) on top of the app's default
 // state, and compares only those, so a mock that adds its own defaults to what it stores
 // still passes.
+import crypto from 'node:crypto';
 import http from 'node:http';
 
 const arg = JSON.parse(process.argv[process.argv.length - 1]);
@@ -31,9 +32,14 @@ async function go(sid, at = base) {
   return doc;
 }
 
+// The check's sids are rollout sids (shk-): the front door asks their key of `set` and `reset`,
+// which this operator's command derives from the hub's own secret (its environment).
+const stateKey = (sid) => crypto.createHmac('sha256', process.env.SHINKEN_HUB_KEY || '').update(sid).digest('hex');
+
 async function post(sid, body) {
   const { status, bytes } = await call(`${base}/post?sid=${encodeURIComponent(sid)}`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST', headers: { 'content-type': 'application/json', 'x-shinken-state-key': stateKey(sid) },
+    body: JSON.stringify(body),
   });
   if (status !== 200) throw new Error(`POST /post (${body.action}) answered ${status}: ${bytes.toString('utf8').slice(0, 160)}`);
 }

@@ -11,6 +11,7 @@ port 80 and one port per app are published on 127.0.0.1 for use by hand.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import secrets
 import shlex
@@ -41,6 +42,8 @@ READY_TIMEOUT_S = 60.0
 STATE_DIRS_GLOB = "/hub/apps/*/.mock-*"  # .mock-states, .mock-files, .mock-uploads (mocks differ)
 OWNERS_DIR = "/hub/.shinken-owners"  # owner key -> owner label, one file per process
 SID_PREFIX = "shk-"
+SEALED_DIR = "/hub/.shinken-sealed"  # a file per sealed sid that is not a fork's shk- sid (supervisor.mjs)
+KEY_ENV = "SHINKEN_HUB_KEY"  # the hub's secret in its own environment: rollout keys derive from it
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,9 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
         sysctls={"net.ipv6.conf.lo.disable_ipv6": "0"},
     )
     name = f"shinken-hub-{manifest.image_id.removeprefix('sha256:')[:8]}-{secrets.token_hex(3)}"
-    env = ["SHINKEN_HUB_EAGER=1"] if eager else []
+    # The rollout keys' secret (state_key): read back from the container's config by the host, never
+    # seen inside a sandbox.
+    env = [f"{KEY_ENV}={secrets.token_hex(32)}", *(["SHINKEN_HUB_EAGER=1"] if eager else [])]
     cid: str | None = None
     try:
         netcfg = None
@@ -158,6 +163,32 @@ def start_hub(client: Any, manifest: HubManifest, *, detached: bool = False, pub
         stop_hub(client, hub.id)
         raise
     return hub
+
+
+def hub_key(client: Any, cid: str) -> str | None:
+    """The hub's secret (KEY_ENV in its environment), or None for a hub started without one."""
+    import docker.errors
+
+    try:
+        env = (client.api.inspect_container(cid).get("Config") or {}).get("Env") or []
+    except docker.errors.APIError as exc:
+        raise InfraError(f"hub {cid[:12]}: cannot read its key: {exc}") from None
+    return next((e.split("=", 1)[1] for e in env if e.startswith(KEY_ENV + "=")), None)
+
+
+def state_key(secret: str, sid: str) -> str:
+    """The key of one rollout's sid: what the hub's front door asks of writes that reset or
+    replace that sid's state (supervisor.mjs keyFor)."""
+    return hmac.new(secret.encode(), sid.encode(), hashlib.sha256).hexdigest()
+
+
+def seal_sid(client: Any, cid: str, sid: str) -> None:
+    """Seal a sid that is not a fork's own shk- sid (a re-provisioned computer's setup sid)."""
+    if not sid or any(ch not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-" for ch in sid):
+        raise ShinkenError(f"refusing to seal sid {sid!r}: not a sanitized sid")
+    code, out = hub_exec(client, cid, ["bash", "-c", 'mkdir -p "$1" && : > "$1/$2"', "-", SEALED_DIR, sid])
+    if code != 0:
+        raise InfraError(f"hub {cid[:12]}: cannot seal sid {sid}: {out[-200:]}")
 
 
 def stop_hub(client: Any, cid: str) -> None:
@@ -276,7 +307,7 @@ def remove_sids(client: Any, cid: str, sids: list[str], *, keep_uploads: bool = 
             raise ShinkenError(f"refusing to remove sid {s!r}: not a sanitized sid")
     names = " ".join(shlex.quote(s) for s in sids)
     dirs = STATE_DIRS_GLOB.replace(".mock-*", ".mock-states") if keep_uploads else STATE_DIRS_GLOB
-    script = (f"for s in {names}; do for d in {dirs}; do [ -d \"$d\" ] || continue; "
+    script = (f"for s in {names}; do rm -f {SEALED_DIR}/\"$s\"; for d in {dirs}; do [ -d \"$d\" ] || continue; "
               "find \"$d\" -maxdepth 1 -name \"$s*\" -exec rm -rf {} +; done; done")
     code, out = hub_exec(client, cid, ["bash", "-c", script])
     if code != 0:

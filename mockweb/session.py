@@ -22,12 +22,13 @@ from typing import Any
 from shinken.bundles.model import Bundle
 from shinken.mockweb import hub as hubs
 from shinken.mockweb.manifest import HubManifest
+from shinken.mockweb.state_api import KEY_ENV as STATE_KEY_ENV
 from shinken.mockweb.materialize import Materialized, UrlMap, default_cache_root, marker_of, materialize
 from shinken.mockweb.network import connect, create_run_network, remove_run_network
 from shinken.sandbox.api import InfraError, SetupError
 from shinken.sandbox.ownership import Owner
+from shinken.sandbox.web_hooks import SID_FILE
 
-SID_FILE = "/tmp/task_web_sid"  # where release setups keep their sid and rewards read it
 RECORD_PATH = "/var/lib/shinken/mockweb/hub-state.json"
 _GUEST_SOURCE = (Path(__file__).resolve().parent / "state_api.py").read_text(encoding="utf-8")
 GUEST_TIMEOUT_S = 120.0
@@ -53,6 +54,7 @@ class WebSession:
         self.started_hub = False
         self.owns_network = attach is None
         self._hub_started: str | None = None  # the hub's StartedAt when this session took it
+        self._hub_secret: str | None = None  # read from the hub's config on first use ("" : it has none)
         self._lock = threading.Lock()
         self._closed = False
         if attach is not None:
@@ -131,8 +133,17 @@ class WebSession:
             return {n: str(a["url"]) for n, a in marker["apps"].items()}
         return {t.name: t.url for t in self.urls.targets.values()}
 
-    def _guest(self, box: Any, args: list[str], what: str) -> dict[str, Any]:
-        res = box.exec(["python3", "-I", "-c", _GUEST_SOURCE, *args], timeout=GUEST_TIMEOUT_S, user="root")
+    def _key_env(self, sid: str) -> dict[str, str] | None:
+        """The rollout key of `sid` for shinken's own guest command (root's environment only), when
+        the hub is shinken's: its front door refuses `set` and `reset` on a rollout's sid without it."""
+        if self.hub is None:
+            return None
+        if self._hub_secret is None:
+            self._hub_secret = hubs.hub_key(self.client, self.hub.id) or ""
+        return {STATE_KEY_ENV: hubs.state_key(self._hub_secret, sid)} if self._hub_secret else None
+
+    def _guest(self, box: Any, args: list[str], what: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        res = box.exec(["python3", "-I", "-c", _GUEST_SOURCE, *args], timeout=GUEST_TIMEOUT_S, user="root", env=env)
         line = res.output.strip().splitlines()[-1] if res.output.strip() else ""
         try:
             doc = json.loads(line)
@@ -172,14 +183,21 @@ class WebSession:
         """Give a fork the sid `sid` holding the golden's hub state; False when the golden
         recorded none (its setup wrote no sid), so the fork has no sid of its own."""
         summary = self._guest(box, ["restore", "--record", RECORD_PATH, "--sid", sid, "--sid-file", SID_FILE],
-                              "giving the fork its hub state")
+                              "giving the fork its hub state", self._key_env(sid))
         return bool(summary.get("sid"))
 
     def reset(self, box: Any, sid: str) -> list[str]:
         """Reset the fork's sid `sid` (State API `reset`) in every app the golden recorded state in,
         from inside the fork; the apps reset (the vandal probe's damage to a web task's state)."""
-        summary = self._guest(box, ["reset", "--record", RECORD_PATH, "--sid", sid], "resetting the fork's hub state")
+        summary = self._guest(box, ["reset", "--record", RECORD_PATH, "--sid", sid], "resetting the fork's hub state",
+                              self._key_env(sid))
         return [str(a) for a in summary.get("apps") or []]
+
+    def seal(self, sid: str) -> None:
+        """Make `sid` a rollout's (a re-provisioned computer's setup sid): the hub then asks its key
+        of `set` and `reset`, as it does of every fork's shk- sid."""
+        if self.hub is not None and not sid.startswith(hubs.SID_PREFIX):
+            hubs.seal_sid(self.client, self.hub.id, sid)
 
     def lost(self) -> str | None:
         """Why the hub forks got their state from is no longer that hub: removed, stopped, or

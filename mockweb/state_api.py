@@ -51,12 +51,19 @@ def _lookup_failed_for_now(reason: Any) -> bool:
     return isinstance(reason, socket.gaierror) and reason.errno == socket.EAI_AGAIN
 
 
-class StateClient:
-    """One mock app's State API at `base_url` (e.g. http://cua-gym-gmail)."""
+KEY_ENV = "SHINKEN_STATE_KEY"  # the rollout's key, in the environment of shinken's own guest command only
+KEY_HEADER = "X-Shinken-State-Key"  # what shinken's hub asks of writes that reset or replace a rollout's state
 
-    def __init__(self, base_url: str, timeout: float = TIMEOUT_S) -> None:
+
+class StateClient:
+    """One mock app's State API at `base_url` (e.g. http://cua-gym-gmail). `key`: the rollout's key,
+    sent with every POST to /post (shinken's hub refuses `set` and `reset` on a rollout's sid
+    without it)."""
+
+    def __init__(self, base_url: str, timeout: float = TIMEOUT_S, key: str | None = None) -> None:
         self.base = base_url.rstrip("/")
         self.timeout = timeout
+        self.key = key
         # Never through a proxy: the hub is on the sandbox's own network.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -68,6 +75,8 @@ class StateClient:
         req = urllib.request.Request(self._url(path, sid), data=body, method=method)
         if body is not None:
             req.add_header("Content-Type", content_type)
+        if self.key and path == "/post":
+            req.add_header(KEY_HEADER, self.key)
         deadline = time.monotonic() + DNS_PATIENCE_S
         pause = 0.25
         while True:
@@ -183,7 +192,7 @@ def restore(rec: dict[str, Any], new_sid: str) -> dict[str, Any]:
     starts from exactly the golden's hub state or this fails."""
     out: dict[str, Any] = {"sid": new_sid, "apps": []}
     for name, app in sorted((rec.get("apps") or {}).items()):
-        c = StateClient(app["url"])
+        c = StateClient(app["url"], key=os.environ.get(KEY_ENV))
         initial, current = app.get("initial_state"), app.get("current_state")
         if isinstance(initial, dict):
             c.set(new_sid, initial)  # a fresh sid: sets initial and current
@@ -202,7 +211,7 @@ def reset(rec: dict[str, Any], sid: str) -> dict[str, Any]:
     probe: the task's web state gone; most mocks then serve their default, a few the initial state)."""
     out: dict[str, Any] = {"sid": sid, "apps": []}
     for name, app in sorted((rec.get("apps") or {}).items()):
-        StateClient(app["url"]).reset(sid)
+        StateClient(app["url"], key=os.environ.get(KEY_ENV)).reset(sid)
         out["apps"].append(name)
     return out
 

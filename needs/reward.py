@@ -20,7 +20,12 @@ def _marker(word: str) -> str:
     return rf"\b{word}\s*[:=]"
 
 
-_TOTAL_SCORE = r"\btotal[\s_]*score\s*[:=]"  # `Total score: 0.5`, `Total_Score=0.5`: flagged `total_score`
+_TOTAL_WORDS = r"total[\s_]*score"
+_TOTAL_SCORE = rf"\b{_TOTAL_WORDS}\s*[:=]"  # `Total score: 0.5`, `Total_Score=0.5`: flagged `total_score`
+
+# Any text the host's grammar could read as a score marker (REWARD/reward, Total score, then : or =):
+# the verifier's runner (sandbox/reward_runner.py) defuses those its score statements did not print.
+MARKER_PATTERN = rf"(?i)\b(reward|{_TOTAL_WORDS})(\s*[:=])"
 
 _LINE_RE = re.compile(rf"(?im)^\s*({_marker('reward')})\s*({NUMBER})\s*$")
 _ANY_RE = re.compile(rf"(?i)({_marker('reward')})\s*({NUMBER})")

@@ -46,6 +46,7 @@ READY = "shinken-sandbox-ready"
 MAX_OUTPUT = 1 << 20  # bytes of an exec's output kept (the tail)
 FREEZE_TRIES = 6  # pause/unpause attempts (0.1 s doubling waits: ~3 s in all)
 RUNTIME_RC = 125  # return code of an exec the sandbox could not run (Gym's docker provider uses it too)
+REFUSED_RC = 126  # an exec refused by the provider (a task sandbox runs commands as its user only)
 # stdout, a marker line, then stderr, from one exec (the exec wrapper merges the two streams).
 SPLIT = ('e=$(mktemp 2>/dev/null || echo /tmp/.shinken-err-$$); bash -c "$1" 2>"$e"; rc=$?; '
          'printf "\\n%s\\n" "$2"; cat "$e" 2>/dev/null; rm -f "$e"; exit $rc')
@@ -440,7 +441,7 @@ class SandboxHost:
             wd = shlex.quote(req.workdir)
             own = f" && chown {box.uid}:{box.gid} {wd}" if box.user else ""
             probe = f"mkdir -p {wd}{own} && {probe}"
-        res = self.exec(box, probe, timeout_s=req.ready_timeout_s, user="root", cwd="/")
+        res = self._exec_as(box, probe, "root", timeout_s=req.ready_timeout_s, cwd="/")
         if res.return_code != 0 or READY not in (res.stdout or ""):
             said = ((res.stderr or "") + (res.stdout or "")).strip()
             hint = "; the image needs bash and coreutils' timeout" if res.return_code in (126, 127) else ""
@@ -464,10 +465,19 @@ class SandboxHost:
     def exec(self, box: Box, command: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
              timeout_s: float | None = None, user: str | int | None = None) -> ExecOutcome:
         """`bash -c command`; a non-zero exit is a result, a sandbox that is gone or broken is
-        error_type "sandbox", a timeout error_type "timeout". A paused sandbox is resumed first."""
+        error_type "sandbox", a timeout error_type "timeout". A paused sandbox is resumed first.
+        In a task sandbox (a rollout's computer, borrowed or made here) only the task's user runs
+        commands: root there could reach what verify reads (docs/integrity.md)."""
+        who = box.user if user is None else ("root" if user in ("root", 0) else str(user))
+        if box.kind == "task" and who not in (guest.USER, str(box.uid)):
+            return ExecOutcome(None, f"shinken: refused: a task sandbox runs commands as {guest.USER!r} only, "
+                               f"not {who!r} (the rollout's reward is read in it)", REFUSED_RC)
+        return self._exec_as(box, command, who, cwd=cwd, env=env, timeout_s=timeout_s)
+
+    def _exec_as(self, box: Box, command: str, who: str, *, cwd: str | None = None, env: dict[str, str] | None = None,
+                 timeout_s: float | None = None) -> ExecOutcome:
         if box.paused:
             self.resume(box)
-        who = box.user if user is None else ("root" if user in ("root", 0) else str(user))
         nonce = "__shinken_split_" + secrets.token_hex(8)
         timeout = self.config.exec_timeout_s if timeout_s is None else float(timeout_s)
         argv = ["bash", "-c", SPLIT, "shinken-exec", command, nonce]

@@ -120,24 +120,36 @@ class Container:
             raise SessionError(f"container {self.id[:12]} is closed")
 
     # --- exec ---------------------------------------------------------------------
+    def exec_env(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        """An exec's environment: the fixed PATH and the desktop session's settings (constants,
+        guest.session_env), then `env`. Docker adds the image's own ENV under it."""
+        return {**guest.session_env(self.ids.uid), "PATH": guest.PATH, **(env or {})}
+
     def exec(self, cmd: str | list[str], *, timeout: float = 60, user: str = guest.USER,
              env: dict[str, str] | None = None, workdir: str | None = None,
-             max_output: int = 64_000, kill_user_on_failure: bool = False) -> ExecResult:
+             max_output: int = 64_000, kill_user_on_failure: bool = False,
+             prefix: tuple[str, ...] = (), replace_env: bool = False) -> ExecResult:
         """Run `cmd` under the in-container timeout. kill_user_on_failure: when the run is
-        killed at its timeout or hits a container limit, every process of `user` is killed
-        before the exec returns (see guest.OUTER; when the wrapper never reported, by one
-        more exec that is waited for), so nothing of the run is left to kill the next exec."""
+        killed at its timeout or hits a container limit, every process of the run's user is
+        killed before the exec returns (see guest.OUTER; when the wrapper never reported, by one
+        more exec that is waited for), so nothing of the run is left to kill the next exec.
+        `prefix`: argv the wrapper itself runs under (the verifier's uid drop, guest.VERIFY_AS);
+        the fallback kill then runs as guest.VERIFIER_UID. `replace_env`: `env` is the whole
+        environment shinken sets (no session settings added)."""
         self._check_open()
         argv = ["bash", "-lc", cmd] if isinstance(cmd, str) else [str(a) for a in cmd]
         if not argv:
             raise SessionError("exec of an empty command")
         nonce = "__shinken_" + secrets.token_hex(8)
         t_in = max(0.001, float(timeout))
-        full = ["bash", "-c", guest.OUTER, "shinken", f"{t_in:.3f}", nonce, "1" if kill_user_on_failure else "0", *argv]
+        full = [*prefix, "/bin/bash", "-c", guest.OUTER, "shinken", f"{t_in:.3f}", nonce,
+                "1" if kill_user_on_failure else "0", *argv]
+        if user == "root" and workdir is None:
+            workdir = "/"  # never a folder the policy owns: `python3 -c` puts the working folder on sys.path
         t0 = time.monotonic()
         try:
-            ex = self.api.exec_create(self.id, full, stdout=True, stderr=True, user=user, environment=env,
-                                      workdir=workdir)
+            ex = self.api.exec_create(self.id, full, stdout=True, stderr=True, user=user,
+                                      environment=env if replace_env else self.exec_env(env), workdir=workdir)
             stream = open_exec_stream(self.api, ex["Id"])
         except docker.errors.NotFound as exc:
             raise lost(f"container {self.id[:12]} vanished", exc) from None
@@ -166,7 +178,8 @@ class Container:
             # may report the container running for a moment after the kill that ended the exec.
             self._check_running(settle_s=1.0 if exit_code in (None, 137) else 0.0)
         if kill_user_on_failure and not m:
-            self._kill_user_processes(user)  # the wrapper's own kill may never have run
+            # the wrapper's own kill may never have run
+            self._kill_user_processes(f"{guest.VERIFIER_UID}:{guest.VERIFIER_UID}" if prefix else user)
         timed_out = guard_hit or (exit_code == 137 and duration >= t_in * 0.98)
         if timed_out:
             exit_code = None
@@ -180,7 +193,7 @@ class Container:
         timeout wrapper: the caller bounds each request, and the process dies with the container.
         ChannelBroken when the engine refuses it."""
         self._check_open()
-        return ExecChannel(self.api, self.id, [str(a) for a in argv], user=user)
+        return ExecChannel(self.api, self.id, [str(a) for a in argv], user=user, env=self.exec_env())
 
     def _kill_user_processes(self, user: str) -> None:
         """`kill -KILL -1` as `user`, waited for: the wrapper (same user) dies with the rest,
@@ -238,7 +251,8 @@ class Container:
         """Start argv in its own session and return at once."""
         try:
             ex = self.api.exec_create(self.id, ["setsid", "bash", "-c", guest.LAUNCH, "shinken-launch", *argv],
-                                      stdout=False, stderr=False, user=user, workdir=guest.HOME)
+                                      stdout=False, stderr=False, user=user, workdir=guest.HOME,
+                                      environment=self.exec_env())
             self.api.exec_start(ex["Id"], detach=True)
         except docker.errors.APIError as exc:
             raise infra(f"launch in {self.id[:12]}", exc) from None

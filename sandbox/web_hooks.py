@@ -13,6 +13,8 @@ from shinken.bundles.model import Bundle
 if TYPE_CHECKING:
     from shinken.sandbox.container import Container
 
+SID_FILE = "/tmp/task_web_sid"  # where release setups keep their sid and rewards read it
+
 
 class WebHooks(Protocol):
     @property
@@ -32,6 +34,10 @@ class WebHooks(Protocol):
 
     def restore(self, box: Container, sid: str) -> bool:
         """Give a fork the sid `sid` holding the golden's hub state; False when there is none."""
+        ...
+
+    def seal(self, sid: str) -> None:
+        """Make `sid` a rollout's own: writes that reset or replace its state then need its key."""
         ...
 
     def reset(self, box: Container, sid: str) -> list[str]:

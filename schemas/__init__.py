@@ -24,6 +24,7 @@ SCHEMA_NAMES = (
     "hub_state", "mockweb_bundle",
     "fleet_host", "fleet_status", "fleet_gc",
     "desktop_record",
+    "image_audit",
 )
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 
 def sh(container, cmd: str, user: str = "user") -> tuple[int, str]:
-    """(exit code, stdout+stderr) of `bash -c cmd` inside the container."""
-    rc, out = container.exec_run(["bash", "-c", cmd], user=user, demux=False)
+    """(exit code, stdout+stderr) of `bash -c cmd` inside the container, with the desktop session's
+    settings in its environment as shinken gives every exec (sandbox/guest.py session_env)."""
+    from shinken.sandbox import guest
+
+    rc, out = container.exec_run(["bash", "-c", cmd], user=user, demux=False,
+                                 environment={**guest.session_env(1000), "PATH": guest.PATH})
     return rc, (out or b"").decode(errors="replace")
-
-
-def in_session(cmd: str) -> str:
-    """`cmd` with the desktop session's environment (DISPLAY, the D-Bus session bus) loaded."""
-    return f". /tmp/shinken-session.env && {cmd}"
 
 
 def run_sandbox(client, image: str, task: str, *, desktop: bool = True, pids_limit: int = 1024,

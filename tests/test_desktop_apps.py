@@ -259,7 +259,7 @@ def probed(cua_image, task_root, tmp_path_factory, docker_client, unsettled_run)
     ids = [d.name for d in sorted(task_root.iterdir()) if d.is_dir() and d.name != UNSETTLED_TASK]
     r = shinken("probe", str(task_root), "--image", cua_image, "--ids", str(_ids(out / "ids.txt", ids)),
                 "--receipt", str(receipt), "--run-dir", str(out / "run"), "--repeats", "2", "--concurrency", "2",
-                timeout=1800)
+                "--probes", "noop,oracle", "--oracle", str(REPO / "tests" / "data" / "demo_oracles"), timeout=1800)
     doc = json.loads(receipt.read_text())
     infra = [(t["task_id"], t["detail"]) for t in doc["tasks"] if t["reason"] == "infra_error"]
     assert (r.returncode, infra) == (0, []), (r.returncode, r.stderr[-3000:], infra)
@@ -274,6 +274,16 @@ def probed(cua_image, task_root, tmp_path_factory, docker_client, unsettled_run)
             p.delete_golden(docker_client.images.get(tag).id)
         except Exception:  # noqa: BLE001 - already gone
             pass
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_solved_terminal_media_and_mail_demos_still_score_one(probed) -> None:
+    # tests/data/demo_oracles solves each; the verifier (docs/integrity.md) still pays 1.0.
+    by_id = {t["task_id"]: t for t in probed["tasks"]}
+    demos = [*TERMINAL_DEMOS, *APP_DEMOS]
+    assert {tid: (by_id[tid].get("oracle") or {}).get("outcome") for tid in demos} == {
+        tid: "oracle_passes" for tid in demos}, [(tid, by_id[tid].get("oracle")) for tid in demos]
 
 
 @pytest.mark.docker

@@ -245,6 +245,57 @@ def test_a_reprovisioned_web_computer_has_its_setups_sid_until_it_closes(web_run
     assert sid not in {s.sid for s in hubs.list_sids(web_run["client"], web.hub.id)}
 
 
+# What a policy in a web fork does to write its own target state, bypassing the app: the State API's
+# whole-state writes on its rollout's sid, in every spelling a mock would read as that sid and path.
+FORGE = """
+import json, sys, urllib.error, urllib.request
+sid = open('/tmp/task_web_sid').read().strip()
+base = 'http://cua-gym-mailbox'
+st = json.loads(urllib.request.urlopen(base + '/go?sid=' + sid, timeout=30).read())['current_state']
+for m in st['messages']:
+    m['starred'] = True
+def post(path, body, headers=None):
+    req = urllib.request.Request(base + path, method='POST', data=json.dumps(body).encode(),
+                                 headers={'Content-Type': 'application/json', **(headers or {})})
+    try:
+        return urllib.request.urlopen(req, timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+tries = {
+    'set': post('/post?sid=' + sid, {'action': 'set', 'state': st}),
+    'no-action': post('/post?sid=' + sid, {'state': st}),
+    'reset': post('/post?sid=' + sid, {'action': 'reset'}),
+    'repeated-sid': post('/post?sid=x&sid=' + sid, {'action': 'set', 'state': st}),
+    'mangled-sid': post('/post?sid=' + sid.replace('-', '-!', 1), {'action': 'set', 'state': st}),
+    'upper-path': post('/POST/?sid=' + sid, {'action': 'set', 'state': st}),
+    'forged-key': post('/post?sid=' + sid, {'action': 'set', 'state': st}, {'X-Shinken-State-Key': '0' * 64}),
+    # the attacker's own sid, solved, then named in the file the reward reads
+    'own-sid': post('/post?sid=attacker1', {'action': 'set', 'state': st}),
+}
+open('/tmp/task_web_sid', 'w').write('attacker1')
+print(json.dumps(tries))
+"""
+
+
+def test_a_policy_cannot_write_its_rollouts_hub_state_past_the_app(web_run) -> None:
+    p, g, bundle = web_run["provider"], web_run["golden"], web_run["bundle"]
+    with p.fork(g) as f:
+        before = _go(f)
+        tries = json.loads(_py(f, FORGE).splitlines()[-1])
+        assert {k: v for k, v in tries.items() if k != "own-sid"} == {k: 403 for k in tries if k != "own-sid"}, tries
+        assert tries["own-sid"] == 200  # a sid of its own is the policy's to play with; the reward never reads it
+        _py(f, f"open('/tmp/task_web_sid', 'w').write({f.web_sid!r})")
+        assert _go(f) == before  # nothing reached the rollout's state
+        _py(f, "open('/tmp/task_web_sid', 'w').write('attacker1')")
+        res = f.run_reward(bundle)  # the reward reads the rollout's own sid, whatever the file said
+        assert res.reward == 0.0, res
+        # what shinken itself does with the rollout's key still works: the vandal probe's reset
+        assert f.reset_web_state() == ["mailbox"]
+    with p.provision(bundle, g) as f:  # a re-provisioned computer's setup sid is sealed too
+        tries = json.loads(_py(f, FORGE).splitlines()[-1])
+        assert tries["set"] == 403 and tries["reset"] == 403, tries
+
+
 class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
-from shinken.provider.sandboxes import CreateFailed, NotReady, Request, SandboxHost, check_request_paths
+from shinken.provider.sandboxes import REFUSED_RC, CreateFailed, NotReady, Request, SandboxHost, check_request_paths
 from shinken import reclaim
 from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import (LABEL_EXPIRES, LABEL_KIND, LABEL_MADE_BY, LABEL_MANAGED, LABEL_OWNER, LABEL_RUN,
@@ -247,6 +247,11 @@ def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker
         assert (box.kind, box.user, box.uid, box.gid) == ("task", "user", 1000, 1000)
         r = host.exec(box, "id -un; printf 'hello shinken' > /home/user/hello.txt")
         assert (r.stdout, r.return_code) == ("user\n", 0), r
+        # a borrowed fork refuses root, by name and by uid: root could reach what verify reads
+        for who in ("root", 0, "shinken-verifier"):
+            refused = host.exec(box, "id -un > /tmp/ran-as-root", user=who)
+            assert refused.return_code == REFUSED_RC and "refused" in (refused.stderr or ""), refused
+        assert host.exec(box, "test ! -e /tmp/ran-as-root && id -u", user=1000).stdout == "1000\n"
         result = engine.verify("borrowed", gen)
         assert result.reward == 1.0 and "'hello shinken'" in result.reward_output_tail, result
     finally:

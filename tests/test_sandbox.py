@@ -276,18 +276,28 @@ def test_sandbox_has_no_network_and_no_privileges(provider, image) -> None:
         assert nnp == "1"
 
 
-def test_reward_runs_as_user_from_root_owned_dir(provider, image, tmp_path) -> None:
+def test_reward_runs_as_the_verifier_from_a_root_owned_dir(provider, image, tmp_path) -> None:
+    # The verifier's uid is not the policy's; it reads the user's private files (as root would)
+    # and runs isolated: no user site, no working folder on sys.path, a fixed PATH.
     d = write_bundle(tmp_path, "whoami", "import os, sys\n"
-                     "print('uid', os.getuid(), 'path', __file__)\n"
-                     "try:\n    open(__file__, 'a').write('x')\n    print('writable')\n"
-                     "except OSError:\n    print('read-only')\n"
+                     "print('uid', os.getuid(), 'path', __file__, 'cwd', os.getcwd())\n"
+                     "print('isolated', sys.flags.isolated, 'usersite', sys.flags.no_user_site)\n"
+                     "print('PATH', os.environ['PATH'])\n"
+                     "print('private:', open('/home/user/private/secret.txt').read().strip())\n"
                      "print('REWARD: 1.0')\n")
     bundle = load_bundle(d)
     golden = _golden(provider, bundle, image)
     with provider.fork(golden) as fork:
+        mine = fork.exec("mkdir -m 700 ~/private && (umask 077; echo s3cret > ~/private/secret.txt) && "
+                         "test ! -w /opt && echo ok")
+        assert mine.ok and "ok" in mine.output, mine
         res = fork.run_reward(bundle)
-    assert res.reward == 1.0 and res.error is None
-    assert "uid 1000" in res.output_tail and "read-only" in res.output_tail
+        owner = fork.exec(["stat", "-c", "%u %a", f"{guest.REWARD_DIR}/reward.py"], user="root").output.split()
+    assert res.reward == 1.0 and res.error is None, res
+    assert f"uid {guest.VERIFIER_UID} path {guest.REWARD_DIR}/reward.py cwd {guest.REWARD_DIR}/home" in res.output_tail
+    assert "isolated 1 usersite 1" in res.output_tail and f"PATH {guest.PATH}" in res.output_tail
+    assert "private: s3cret" in res.output_tail
+    assert owner == ["0", "644"]
 
 
 def test_reward_infinite_loop_is_killed_at_timeout(provider, image, tmp_path) -> None:

@@ -94,6 +94,9 @@ def cua(cua_image) -> str:
     return cua_image  # conftest: built for the current sources, cached by content hash
 
 
+DEMO_ORACLES = REPO / "tests" / "data" / "demo_oracles"  # a solution per desktop demo task
+
+
 @pytest.fixture(scope="module")
 def desktop_root(tmp_path_factory) -> Path:
     return salted_copy(tmp_path_factory.mktemp("desktop-tasks"), DESKTOP_DEMOS, REPO)
@@ -105,7 +108,7 @@ def probed(cua, desktop_root, tmp_path_factory, docker_client):
     out = tmp_path_factory.mktemp("probe")
     receipt = out / "receipt.json"
     r = run_cli("probe", desktop_root, "--image", cua, "--receipt", receipt, "--run-dir", out / "run", "--repeats", "2",
-                "--concurrency", "2")
+                "--concurrency", "2", "--probes", "noop,oracle", "--oracle", DEMO_ORACLES)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(receipt.read_text())
     yield doc
@@ -135,6 +138,10 @@ def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
         assert line["start_state"]["checked"] == 1 and line["start_state"]["signature"]
         assert line["start_state"]["settled"] is True, line["start_state"]  # never kept otherwise
         assert any(DESKTOP_DEMOS[tid][0] in w for w in line["start_state"]["windows"]), line["start_state"]
+    # Each one solved (tests/data/demo_oracles) still scores 1.0 under the verifier (docs/integrity.md):
+    # the reward runs as another uid than the policy's, after the policy's processes stopped, the app kept.
+    assert {tid: (t["oracle"] or {}).get("outcome") for tid, t in by_id.items()} == {
+        tid: "oracle_passes" for tid in DESKTOP_DEMOS}, [(tid, t["oracle"]) for tid, t in by_id.items()]
     dialog = by_id[WRITER_DIALOG]
     assert dialog["start_state"]["passed_over"] and "missing dialog 'Find and Replace'" in dialog["detail"]
     assert probed["summary"]["by_tier"] == {"relaunch": 5, "reprovision": 1}
@@ -209,14 +216,14 @@ def test_golden_own_computer_is_the_start_state(cua, tmp_path, docker_client) ->
                 res = own.exec(["shinken-desktop-state", "windows", "--expect", json.dumps(golden.desktop.signature()),
                                 "--timeout", "10"], timeout=40)
                 assert res.ok, res.output  # the same windows and focus, without a relaunch
-                files = own.exec(["bash", "-c", "ls /tmp/.X11-unix/X0 /tmp/shinken-session.env; ls -d /tmp/.shinken-hidden"])
-                assert "/tmp/.X11-unix/X0" in files.output and "/tmp/shinken-session.env" in files.output
+                files = own.exec(["bash", "-c", "ls /tmp/.X11-unix/X0 /tmp/runtime-1000/bus; ls -d /tmp/.shinken-hidden"])
+                assert "/tmp/.X11-unix/X0" in files.output and "/tmp/runtime-1000/bus" in files.output
                 assert "cannot access '/tmp/.shinken-hidden'" in files.output  # put back, folder removed
                 assert own.run_reward(bundle).reward == 0.0
             # The image holds them moved aside (X lock and socket, session env, boot status, ...).
             image_files = run_container(docker_client, golden.image_id, ["bash", "-c",
                                                        "ls -A /tmp/.shinken-hidden | wc -l; "
-                                                       "test -e /tmp/shinken-session.env && echo session || echo none"],
+                                                       "test -e /tmp/runtime-1000/bus && echo session || echo none"],
                                                        remove=True, network_mode="none",
                                                        labels=labels_for("build", task="test-hidden")).decode().split()
             assert int(image_files[0]) >= 4 and image_files[1] == "none", image_files

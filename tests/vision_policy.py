@@ -39,8 +39,11 @@ def entry_point(fork: str) -> tuple[int, int] | None:
     """The centre of zenity's entry in the fork's accessibility tree, once its dialog is active."""
     from shinken.computer import a11y
 
-    r = subprocess.run(["docker", "exec", "-u", "user", fork, "bash", "-c",
-                        "set -a; . /tmp/shinken-session.env; set +a; PYTHONWARNINGS=ignore shinken-a11y-dump --showing-only"],
+    from shinken.sandbox import guest
+
+    env = [a for k, v in guest.session_env(1000).items() for a in ("-e", f"{k}={v}")]
+    r = subprocess.run(["docker", "exec", "-u", "user", *env, fork, "bash", "-c",
+                        "PYTHONWARNINGS=ignore shinken-a11y-dump --showing-only"],
                        capture_output=True, text=True, timeout=60)
     text = r.stdout.strip()
     if r.returncode != 0 or not text:

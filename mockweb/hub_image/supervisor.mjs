@@ -11,10 +11,19 @@ import http from 'node:http';
 import net from 'node:net';
 import fs from 'node:fs';
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 
 const MANIFEST = process.env.SHINKEN_HUB_MANIFEST || '/hub/hub.json';
 const START_TIMEOUT_MS = Number(process.env.SHINKEN_HUB_START_TIMEOUT_MS || 120000);
 const INTERNAL_BASE = 20000;
+// The State API's writes that reset or replace a rollout's state (`set`, `reset`, any action but the
+// page's own `set_current` save) need the rollout's key: HMAC-SHA256(SHINKEN_HUB_KEY, sid), which
+// shinken computes outside the sandbox and hands only to its own commands. A rollout's sid is sealed
+// (a fork's `shk-` sid, or one shinken sealed with a file in SEALED_DIR); other sids (a setup's own
+// while the golden is built, `hub check`'s) are unchanged. docs/integrity.md.
+const HUB_KEY = process.env.SHINKEN_HUB_KEY || '';
+const SEALED_DIR = '/hub/.shinken-sealed';
+const MAX_STATE_BODY = 256 * 1024 * 1024;
 const manifest = JSON.parse(fs.readFileSync(MANIFEST, 'utf8'));
 
 const apps = manifest.apps.map((a, i) => ({
@@ -123,7 +132,83 @@ function health() {
   };
 }
 
+const cleanSid = (sid) => String(sid || '').replace(/[^a-zA-Z0-9_-]/g, '');
+
+// Every sid a mock could read from this query: mocks parse it their own way (first or last of
+// repeated names, their own decoding), so every candidate counts.
+function sidsOf(rawUrl) {
+  const q = rawUrl.includes('?') ? rawUrl.slice(rawUrl.indexOf('?') + 1) : '';
+  const out = new URLSearchParams(q).getAll('sid');
+  for (const pair of q.split('&')) {
+    const [k, v] = pair.split('=');
+    try { if (decodeURIComponent(k || '') === 'sid') out.push(decodeURIComponent(v || '')); } catch { out.push(v || ''); }
+  }
+  return out.map(cleanSid);
+}
+
+const sealed = (sid) => sid.startsWith('shk-') || (sid !== '' && fs.existsSync(`${SEALED_DIR}/${sid}`));
+
+function keyFor(sid) {
+  return crypto.createHmac('sha256', HUB_KEY).update(sid).digest('hex');
+}
+
+function hasKey(req, sids) {
+  const got = Buffer.from(String(req.headers['x-shinken-state-key'] || ''));
+  return HUB_KEY !== '' && sids.every((sid) => {
+    const want = Buffer.from(keyFor(sid));
+    return got.length === want.length && crypto.timingSafeEqual(got, want);
+  });
+}
+
+// A POST the mock's state middleware (connect: a case-insensitive prefix match on /post) takes.
+function isStateWrite(req) {
+  const path = (req.url || '/').split('?')[0].toLowerCase();
+  let decoded = path;
+  try { decoded = decodeURIComponent(path); } catch { /* the raw path decides */ }
+  return req.method === 'POST' && (path.startsWith('/post') || decoded.startsWith('/post'));
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    let size = 0;
+    req.on('data', (c) => {
+      size += c.length;
+      if (size > MAX_STATE_BODY) { reject(new Error('state body too large')); req.destroy(); return; }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+// null: forward as it came; a Buffer: the body read here, forwarded after the check passed.
+async function gateStateWrite(req, res) {
+  if (!isStateWrite(req)) return null;
+  const sids = sidsOf(req.url || '/').filter(sealed);
+  if (sids.length === 0) return null;
+  let body;
+  try {
+    body = await readBody(req);
+  } catch (e) {
+    sendJson(res, 413, { error: `shinken: ${e.message}` });
+    return false;
+  }
+  let action = 'set';
+  try {
+    const doc = JSON.parse(body.toString('utf8'));
+    action = (doc && doc.action) || 'set';
+  } catch { /* not JSON: the mock answers it; an unknown action is checked like a write */ }
+  if (action === 'set_current' || hasKey(req, sids)) return body;
+  log(`refused ${JSON.stringify(action)} on sealed sid(s) ${sids.join(',')}: no rollout key`);
+  sendJson(res, 403, { error: `shinken: the State API's ${JSON.stringify(action)} on this rollout's state needs the `
+    + 'rollout key, which only shinken holds; the app saves its own state with set_current' });
+  return false;
+}
+
 async function proxy(app, req, res) {
+  const body = await gateStateWrite(req, res);
+  if (body === false) return;
   try {
     await start(app);
   } catch (e) {
@@ -132,6 +217,11 @@ async function proxy(app, req, res) {
   }
   const hostPort = app.addr.includes(':') ? `[${app.addr}]:${app.internal}` : `${app.addr}:${app.internal}`;
   const headers = { ...req.headers, host: hostPort, 'x-forwarded-host': req.headers.host || '' };
+  delete headers['x-shinken-state-key'];  // checked here; the mock never sees it
+  if (body) {
+    headers['content-length'] = String(body.length);
+    delete headers['transfer-encoding'];
+  }
   const up = http.request({ host: app.addr, port: app.internal, method: req.method, path: req.url, headers }, (r) => {
     res.writeHead(r.statusCode || 502, r.headers);
     r.pipe(res);
@@ -140,7 +230,8 @@ async function proxy(app, req, res) {
     if (!res.headersSent) sendJson(res, 502, { error: `mock app ${app.name}: ${e.message}` });
     else res.destroy();
   });
-  req.pipe(up);
+  if (body) up.end(body);
+  else req.pipe(up);
 }
 
 async function control(req, res, url) {

@@ -1,0 +1,257 @@
+"""The verifier: how a fork's reward.py is run so that nothing the policy wrote or left running
+can forge its result (docs/integrity.md).
+
+1. `place`: reward.py, the runner and the verifier's own empty home go in a root-owned folder;
+   the judge's files and the rollout's web sid go in /tmp as root-owned files, replacing whatever
+   the policy left at those paths (none of them can the task's user change or remove).
+2. `run`, one exec that starts as root and first seals the computer (SEAL): every process of a
+   non-root uid that started after the computer was handed out is frozen (SIGSTOP, until none of
+   them runs), then killed; what shinken started before handing it out (the desktop, the task's
+   apps as the setup or the relaunch left them) keeps running, so a reward may still read a live
+   app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
+   read every file, as root can, and nothing else of root's) and runs reward.py under `python3 -I`
+   (no user site, no PYTHON* variables, no working folder on sys.path), a fixed PATH and
+   environment, from that folder, through sandbox/reward_runner.py, whose output is the one
+   channel shinken reads.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import docker.errors
+
+from shinken.needs.reward import MARKER_PATTERN, NUMBER
+from shinken.sandbox import guest, reward_runner
+from shinken.sandbox.api import ExecResult, InfraError
+from shinken.sandbox.container import infra
+
+if TYPE_CHECKING:
+    from shinken.sandbox.container import Container
+
+RUNNER = "run.py"
+REWARD = "reward.py"
+HOME = f"{guest.REWARD_DIR}/home"  # the verifier's own, empty, its working folder
+
+# The uid drop the reward's exec runs under: root starts it, setpriv (util-linux) leaves only the
+# verifier's uid and the one capability it needs (reading every file, as the task's apps wrote it).
+VERIFY_AS = ("setpriv", f"--reuid={guest.VERIFIER_UID}", f"--regid={guest.VERIFIER_UID}", "--clear-groups",
+             "--inh-caps=-all,+dac_override", "--ambient-caps=-all,+dac_override", "--")
+
+# Guest Python shared by the hand-out record and the seal (run as root with python3 -I -S: no
+# site, no working folder on sys.path). A process is known by (pid, start time, name, command
+# line): a process the policy started has another pid or start time, one it made run something else
+# (exec) another name or command line. The name is the kernel's (comm: the executed file's name);
+# root here holds no CAP_SYS_PTRACE, so /proc/PID/exe of the user's processes is closed to it. A
+# process's uids come from /proc/PID/status: one that made itself non-dumpable shows root as the
+# owner of its /proc folder, never in its Uid line. Command interpreters (a terminal's shell,
+# python, ...) are never kept: the policy drives them.
+_PROCS = r"""
+import hashlib, json, os, re, signal, sys, time
+INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
+                         r'lua[0-9.]*|tclsh[0-9.]*|wish[0-9.]*|php[0-9.]*|R|Rscript|gdb|expect|tmux.*|screen|script)')
+me = os.getpid()
+def procs():
+    out = {}
+    for d in os.listdir('/proc'):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            uids = next(l for l in open(f'/proc/{d}/status') if l.startswith('Uid:')).split()[1:]
+            st = open(f'/proc/{d}/stat', 'rb').read()
+            cmd = open(f'/proc/{d}/cmdline', 'rb').read()
+        except (OSError, StopIteration):
+            continue
+        rest = st[st.rindex(b')') + 2:].split()
+        if all(u == '0' for u in uids) or rest[0] in (b'Z', b'X'):
+            continue
+        name = st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
+        out[int(d)] = ([int(d), int(rest[19]), name, hashlib.sha256(cmd).hexdigest()[:16]], rest[0].decode(), name)
+    return out
+"""
+
+# At hand-out, as root: the identities of the processes shinken started (the desktop, the task's apps).
+HANDOUT = _PROCS + r"""
+print(json.dumps([ident for ident, _, name in procs().values() if not INTERPRETER.fullmatch(name)]))
+"""
+
+# At verify, as root. argv: the hand-out's identities (JSON), the token its report line starts with.
+# Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops growing),
+# then killed.
+SEAL = _PROCS + r"""
+keep, token = {tuple(x) for x in json.loads(sys.argv[1])}, sys.argv[2]
+def scan():
+    targets, kept = {}, []
+    for pid, (ident, state, name) in procs().items():
+        if tuple(ident) in keep:
+            kept.append(name)
+        else:
+            targets[pid] = state
+    return targets, kept
+deadline = time.monotonic() + 10
+frozen = set()
+while True:
+    targets, kept = scan()
+    running = [p for p, s in targets.items() if s not in 'Tt']
+    frozen.update(targets)
+    if not running or time.monotonic() > deadline:
+        break
+    for p in running:
+        try:
+            os.kill(p, signal.SIGSTOP)
+        except OSError:
+            pass
+for p in frozen:
+    try:
+        os.kill(p, signal.SIGKILL)
+    except OSError:
+        pass
+# Until two scans 20 ms apart find none: what a kept app spawns as its child dies goes too.
+quiet = 0
+while quiet < 2 and time.monotonic() < deadline:
+    left, kept = scan()
+    quiet = 0 if left else quiet + 1
+    for p in left:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.02)
+print(token, json.dumps({'stopped': len(frozen), 'left': len(left), 'kept': sorted(set(kept)),
+                         'display': os.path.exists('/tmp/.X11-unix/X0')}), flush=True)
+sys.exit(3 if left else 0)
+"""
+
+
+@dataclass(frozen=True)
+class Seal:
+    """What sealing a computer did: how many of the policy's processes were stopped, which
+    programs were kept (started before the hand-out), whether a display is up for the reward."""
+
+    stopped: int  # -1: not known (the reward's output pushed the report out of the kept tail)
+    kept: tuple[str, ...]
+    display: bool
+
+    def describe(self) -> str:
+        return f"stopped {self.stopped} process(es); kept {', '.join(self.kept) or 'none'}"
+
+
+SEAL_FAILED = 97  # the exec's status when the seal failed: nothing of the reward ran
+
+
+def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
+    """The seal's report (the line SEAL printed after `token`) and the run without it. InfraError
+    when the seal failed (masked, never scored): it left processes alive, or could not run. A
+    report the reward's own output pushed out of the kept tail only costs its figures."""
+    text = res.output
+    at = text.find(token + " ")
+    doc = None
+    if at >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        try:
+            doc = json.loads(text[at + len(token) + 1:end])
+        except ValueError:
+            doc = None
+        text = text[:at] + text[end + 1:]
+    if isinstance(doc, dict) and doc.get("left"):
+        raise InfraError(f"{doc['left']} of the policy's processes outlived the kill before the reward")
+    if not isinstance(doc, dict) and res.exit_code == SEAL_FAILED:
+        raise InfraError(f"stopping the policy's processes before the reward failed: {res.output.strip()[-300:]}")
+    doc = doc if isinstance(doc, dict) else {}
+    sealed = Seal(int(doc.get("stopped", -1)), tuple(doc.get("kept") or ()), bool(doc.get("display")))
+    return sealed, ExecResult(res.exit_code, text, res.timed_out, res.duration_s, res.truncated, res.oom_kills,
+                              res.pids_limit_hits)
+
+
+Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's hash
+
+
+def handed_out(box: Container) -> frozenset[Identity]:
+    """The processes shinken started in the computer before handing it out (HANDOUT): what the
+    seal keeps. Interpreters are left out (a terminal's shell is the policy's to drive)."""
+    res = box.exec(["python3", "-I", "-S", "-c", HANDOUT], timeout=30, user="root")
+    try:
+        doc = json.loads(res.output.strip().splitlines()[-1])
+        return frozenset((int(p), int(t), str(e), str(h)) for p, t, e, h in doc)
+    except (IndexError, ValueError, TypeError):
+        raise InfraError(f"recording the computer's processes at hand-out failed: {res.output.strip()[-200:]}") from None
+
+
+def runner_source() -> bytes:
+    """sandbox/reward_runner.py with the score grammar's patterns of needs/reward.py."""
+    body = Path(reward_runner.__file__).read_text(encoding="utf-8")  # imported: the workspace wheel carries it
+    future = "from __future__ import annotations\n"  # must stay the file's first statement
+    head, sep, rest = body.partition(future)
+    return (head + sep + f"SHINKEN_MARKER = {MARKER_PATTERN!r}\nSHINKEN_NUMBER = {NUMBER!r}\n" + rest).encode()
+
+
+def _tar(entries: list[tuple[str, bytes | None, int, int]]) -> bytes:
+    """A tar of (name, content or None for a folder, mode, uid) entries, all dated now."""
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, content, mode, uid in entries:
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime, info.uid, info.gid = mode, now, uid, uid
+            if content is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def place(box: Container, reward: bytes, extra: dict[str, bytes] | None = None,
+          tmp_files: dict[str, bytes] | None = None) -> None:
+    """The reward folder (root-owned: reward.py, the runner, `extra` beside them; the verifier's
+    home) and `tmp_files` in /tmp, root-owned and world-readable."""
+    top = guest.REWARD_DIR.rsplit("/", 1)[1]
+    entries: list[tuple[str, bytes | None, int, int]] = [
+        (top, None, 0o755, 0), (f"{top}/{REWARD}", reward, 0o644, 0), (f"{top}/{RUNNER}", runner_source(), 0o644, 0),
+        (f"{top}/home", None, 0o700, guest.VERIFIER_UID),
+        *((f"{top}/{name}", data, 0o644, 0) for name, data in (extra or {}).items()),
+    ]
+    _put(box, guest.REWARD_DIR.rsplit("/", 1)[0] or "/", _tar(entries), "placing reward.py")
+    if tmp_files:
+        _put(box, "/tmp", _tar([(n, d, 0o644, 0) for n, d in tmp_files.items()]),
+             f"placing {', '.join(tmp_files)} in /tmp")
+
+
+def _put(box: Container, folder: str, data: bytes, what: str) -> None:
+    try:
+        box.api.put_archive(box.id, folder, data)
+    except docker.errors.APIError as exc:
+        raise infra(what, exc) from None
+
+
+def environment(box: Container, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The reward's whole environment as shinken sets it (the image's own ENV lies under it): a fixed
+    PATH, the verifier's home, the desktop session (the runner drops it when no display is up)."""
+    env = {"PATH": guest.PATH, "HOME": HOME, "USER": guest.VERIFIER, "LOGNAME": guest.VERIFIER, "SHELL": "/bin/sh",
+           **guest.session_env(box.ids.uid)}
+    return {**env, **(extra or {})}
+
+
+# The exec's first part, as root: SEAL (its report on stderr after a token), then the drop to the
+# verifier. A seal that fails ends the exec (97) before anything of the reward runs.
+_SEAL_THEN = f'python3 -I -S -c "$1" "$2" "$3" >&2 || exit {SEAL_FAILED}; shift 3; exec "$@"'
+
+
+def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout: float) -> tuple[Seal, ExecResult]:
+    """Seal the computer (every non-root process not in `keep` stopped) and run reward.py (placed) as
+    the verifier through the runner, in one exec; the runner's output is the result."""
+    token = "__shinken_seal_" + secrets.token_hex(8)
+    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, json.dumps(sorted(keep)), token, *VERIFY_AS)
+    argv = ["python3", "-I", "-B", f"{guest.REWARD_DIR}/{RUNNER}", f"{guest.REWARD_DIR}/{REWARD}"]
+    res = box.exec(argv, timeout=timeout, user="root", env=env, workdir=HOME, kill_user_on_failure=True,
+                   prefix=prefix, replace_env=True)
+    return _seal_from(res, token)

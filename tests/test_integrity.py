@@ -1,0 +1,112 @@
+"""Reward integrity on real forks (docs/integrity.md): the red-team battery forges nothing and every
+solution beside an attack still scores 1.0; `shinken image audit` fails, naming the attack, on an
+image whose PATH has a folder the task's user can write; the policy's processes are stopped before
+verify while the task's app keeps running and a reward can still read it live."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shinken.bundles.loader import load_bundle
+from shinken.integrity.audit import BROKEN, FORGED, HELD, SCORED, run_battery
+from shinken.integrity.battery import ATTACKS
+from shinken.sandbox import guest
+from shinken.sandbox.docker_provider import DockerProvider
+
+pytestmark = pytest.mark.docker
+
+DEMO = Path(__file__).resolve().parent.parent / "demo"
+
+
+def test_the_battery_forges_nothing_and_solutions_still_score(linux_image) -> None:
+    assert len(ATTACKS) >= 12 and len({a.kind for a in ATTACKS}) >= 8
+    outcomes = run_battery(linux_image, ATTACKS, parallel=3)
+    table = "\n".join(f"{o.attack} solved={o.solved} {o.verdict} {o.why}" for o in outcomes)
+    assert [o.verdict for o in outcomes if not o.solved] == [HELD] * len(ATTACKS), table
+    assert [o.verdict for o in outcomes if o.solved] == [SCORED] * len(ATTACKS), table
+    assert FORGED not in table and BROKEN not in table
+
+
+@pytest.fixture(scope="module")
+def weak_image(linux_image, shinken_cli, tmp_path_factory) -> str:
+    """The linux image with /usr/local/bin writable by everyone (on the verifier's PATH)."""
+    frag = tmp_path_factory.mktemp("weak") / "weak-bin.Dockerfile"
+    frag.write_text("RUN chmod 0777 /usr/local/bin\n")
+    res = shinken_cli("image", "build", "linux", "--extra", str(frag), "--json")
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)[0]["tag"]
+
+
+def test_image_audit_names_the_attack_a_writable_path_folder_lets_through(weak_image, linux_image, shinken_cli) -> None:
+    picked = ["--attack", "writable-path-folder", "--attack", "output-injection", "--attack", "tmp-module-shadow"]
+    weak = shinken_cli("image", "audit", weak_image, *picked, "--json")
+    assert weak.returncode == 1, weak.stderr
+    doc = json.loads(weak.stdout)
+    verdicts = {(o["attack"], o["solved"]): o for o in doc["outcomes"]}
+    assert verdicts[("writable-path-folder", False)]["verdict"] == FORGED
+    assert "writable: /usr/local/bin" in verdicts[("writable-path-folder", False)]["why"]
+    assert verdicts[("output-injection", False)]["verdict"] == HELD and doc["forged"] == 1
+    assert "1 attack(s) forged" in weak.stderr and "Traceback" not in weak.stderr
+    shipped = shinken_cli("image", "audit", linux_image, *picked)
+    assert shipped.returncode == 0, shipped.stdout + shipped.stderr
+    assert "writable-path-folder" in shipped.stdout and "0 forged, 0 broken of 6 runs" in shipped.stdout
+
+
+def test_an_unknown_attack_is_one_line_exit_2(shinken_cli, linux_image) -> None:
+    res = shinken_cli("image", "audit", linux_image, "--attack", "no-such-attack")
+    assert res.returncode == 2 and "no attack named no-such-attack" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+LIVE_REWARD = """import json, subprocess
+title = subprocess.run(["xdotool", "search", "--name", "^Shinken$"], capture_output=True, text=True)
+print("window found" if title.returncode == 0 else f"no window: {title.stderr}")
+import gi
+gi.require_version("Atspi", "2.0")
+from gi.repository import Atspi
+desktop = Atspi.get_desktop(0)
+apps = [desktop.get_child_at_index(i).get_name() for i in range(desktop.get_child_count())]
+print("a11y apps:", apps)
+left = subprocess.run(["pgrep", "-u", "user", "-f", "policy-sleeper"], capture_output=True, text=True).stdout.split()
+print("policy processes left:", len(left))
+ok = title.returncode == 0 and "zenity" in apps and not left
+print(f"REWARD: {1.0 if ok else 0.0}")
+"""
+
+
+def test_the_policy_stops_before_verify_and_the_task_app_stays_readable(linux_image, tmp_path, docker_client) -> None:
+    # zenity-entry's dialog is the task's app (replayed on the fork before hand-out): it keeps
+    # running through verify, and a reward running as the verifier reads its window through X and
+    # the accessibility bus; what the policy started is gone by then.
+    folder = tmp_path / "live-app"
+    folder.mkdir()
+    for f in (DEMO / "zenity-entry").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["id"] = "live-app"
+    (folder / "config.json").write_text(json.dumps(cfg))
+    (folder / "reward.py").write_text(LIVE_REWARD + f"# {uuid.uuid4().hex}\n")
+    bundle = load_bundle(folder)
+    with DockerProvider(docker_client, run_id="test-integrity-" + uuid.uuid4().hex[:8]) as p:
+        golden = p.ensure_golden(bundle, p.resolve_image(linux_image))
+        with p.fork(golden) as fork:
+            assert {name for _, _, name, _ in fork.kept} >= {"Xvfb", "zenity"}
+            assert not {name for _, _, name, _ in fork.kept} & {"bash", "sh"}  # the policy's to drive
+            deadline = time.monotonic() + 30
+            while not fork.exec("xdotool search --name '^Shinken$'").ok and time.monotonic() < deadline:
+                time.sleep(0.3)
+            armed = fork.exec("nohup setsid bash -c 'exec -a policy-sleeper sleep 600' >/dev/null 2>&1 & "
+                              "sleep 0.3; pgrep -f policy-sleeper")
+            assert armed.ok, armed.output
+            res = fork.run_reward(bundle)
+            assert res.reward == 1.0, res.output_tail
+            assert "window found" in res.output_tail and "policy processes left: 0" in res.output_tail
+            zenity = fork.exec(["pgrep", "-x", "zenity"], user="root")
+            assert zenity.ok, "the task's app was stopped"
+            who = fork.exec(["ps", "-o", "user=", "-C", "zenity"], user="root").output.split()
+            assert who == [guest.USER]
