@@ -197,7 +197,7 @@ def screenshot(browser: Browser, s: str, width: int) -> tuple[bytes, int, int]:
     browser.call("Emulation.setDeviceMetricsOverride",
                  {"width": width, "height": h, "deviceScaleFactor": 1, "mobile": False}, s)
     png = base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                                        s)["data"])
+                                        s, timeout=240)["data"])  # a tall page on a loaded machine
     return png, w, h
 
 

@@ -3,6 +3,7 @@
 # dialog a key at a time, then Enter.
 set -e
 export DISPLAY=${DISPLAY:-:0}
+xset r off  # no key autorepeat: on a loaded machine a key's release can come late enough to repeat it
 xdotool search --sync --name '^Shinken$' windowactivate --sync
 sleep 0.5
 xdotool type --delay 120 'Ada Lovelace'
