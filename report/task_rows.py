@@ -49,18 +49,20 @@ class Index:
         return {"n": len(self.ids), "ids": self.ids, "cols": self.cols, "dicts": self.dicts}
 
 
-def instruction_of(folder: str | None) -> str | None:
-    """The instruction in a task folder's task file, read alone (no bundle load: 10,910 of them)."""
+def task_file(folder: str | None) -> dict[str, str]:
+    """The instruction and app_type in a task folder's task file, read alone (no bundle load:
+    10,910 of them); the ones it has as text."""
     if not folder:
-        return None
+        return {}
     for name in TASK_FILE_NAMES:
         try:
             doc = orjson.loads(Path(folder, name).read_bytes())
         except (OSError, orjson.JSONDecodeError):
             continue
-        text = doc.get("instruction") if isinstance(doc, dict) else None
-        return text if isinstance(text, str) else None
-    return None
+        if not isinstance(doc, dict):
+            return {}
+        return {k: doc[k] for k in ("instruction", "app_type") if isinstance(doc.get(k), str)}
+    return {}
 
 
 def _media_paths(media: dict[str, Any] | None) -> list[str]:
@@ -92,14 +94,15 @@ def task_rows(triage: dict | None, receipt: dict | None, profile: dict | None,
     for tid in order:
         tr, pr, pf = by_triage.get(tid) or {}, by_probe.get(tid) or {}, by_profile.get(tid) or {}
         folder = (str(root / tid) if root is not None else None) or tr.get("path")
-        instruction = instruction_of(folder) if folder else None
-        if instruction is None and tr.get("path") and folder != tr.get("path"):
-            instruction = instruction_of(tr["path"])
+        read = task_file(folder)
+        if not read and tr.get("path") and folder != tr.get("path"):
+            read = task_file(tr["path"])
+        instruction = read.get("instruction")
         media = pr.get("media") or None
         start = (media or {}).get("start") or None
         recordings = [r for r in (media or {}).get("recordings") or [] if MEDIA_PATH.match(str(r.get("path", "")))]
         values = {
-            "app": tr.get("app_type") or pf.get("app_type") or "(none)",
+            "app": tr.get("app_type") or pf.get("app_type") or read.get("app_type") or "(none)",
             "cls": tr.get("class") or "",
             "verdict": tr.get("verdict") or NOT_TRIAGED,
             "outcome": pr.get("outcome") or NOT_PROBED,
