@@ -8,26 +8,23 @@ here as an animated SVG, timed as they ran.
 
 The images travel in the receipt line as base64 (a line comes back from a Ray worker as it does
 from a thread); the driver stores them in the run dir, named by their sha256, and the line keeps
-their paths (`store`). Best effort: a capture that fails is named in the line's `media.errors` and
+their paths (probes/media_store.py; the terminal's drawing: probes/terminal_recording.py). Best effort: a capture that fails is named in the line's `media.errors` and
 never changes the probe's outcome. What the fork hands back is untrusted (the solution runs there
 as the same user): it is kept only when it is a WebP of bounded size."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
-import os
 import shlex
 import time
 import uuid
 from dataclasses import dataclass, field
-from html import escape
-from pathlib import Path
 from typing import Any
 
 from shinken.computer.screen import CAPTURE_LIB
 from shinken.computer.tools import _SESSION_PREFIX, EXEC
+from shinken.probes.terminal_recording import TERM_W, svg_height, terminal_svg
 from shinken.sandbox.api import Fork, Golden, InfraError
 
 START_SIZE = (640, 360)
@@ -46,8 +43,6 @@ RECORD_MAX_S = 30.0
 RECORD_MAX_FRAMES = 90
 RECORD_QUALITY = 50
 MAX_BYTES = 8_000_000  # of one stored image (a recording of RECORD_MAX_S is far below)
-MEDIA_DIR = "media"  # in the run dir
-MIMES = {"image/webp": ".webp", "image/svg+xml": ".svg"}
 
 # The recorder: argv = out stop fps max_s WxH quality max_frames. Grabs the screen (CAPTURE_LIB's grab) until
 # the stop file appears, keeps a frame only when the picture changed, writes one animated WebP.
@@ -258,98 +253,31 @@ def oracle_shown(oracle_name: str) -> str:
     return f"$ cd /home/user && {run} {shlex.quote(oracle_name)}"
 
 
-# --- the terminal recording ---------------------------------------------------------------
-TERM_W = 760
-TERM_COLS = 100
-LINE_H = 16
-MAX_LINES_PER_STEP = 10
-MAX_LINES = 48
+def recording(fork: Fork, golden: Golden, enabled: bool, of: str) -> Recording | None:
+    """A started recording of a solution's run on `fork` (None: media are off)."""
+    if not enabled:
+        return None
+    rec = Recording(fork, golden.needs_desktop, of)
+    rec.start()
+    return rec
 
 
-def _wrap(text: str) -> list[str]:
-    out = []
-    for raw in text.replace("\t", "    ").splitlines() or [""]:
-        raw = "".join(c if c.isprintable() else "·" for c in raw)
-        out += [raw[i:i + TERM_COLS] for i in range(0, max(len(raw), 1), TERM_COLS)]
-    return out
-
-
-def svg_height(svg: str) -> int:
-    return int(svg.split('height="', 1)[1].split('"', 1)[0])
-
-
-def terminal_svg(steps: list[tuple[str, str, float]], reward: float | None, reward_tail: str) -> str:
-    """The steps as a terminal that types them out: the first command shows from the start, each
-    later one (with what it answered) when it ran (at least 0.8 s, at most 4 s apart), the reward
-    last; it holds 3 s and starts over.
-    Self-contained SVG (CSS animation only: no script runs in an image)."""
-    blocks: list[tuple[list[tuple[str, str]], float]] = []  # (lines with their class, seconds shown before the next)
-    for shown, answer, seconds in steps:
-        lines = [(s, "cmd") for s in _wrap(shown)[:3]]
-        body = _wrap(answer.strip()) if answer.strip() else []
-        if len(body) > MAX_LINES_PER_STEP:
-            body = [f"… {len(body) - MAX_LINES_PER_STEP + 1} more line(s)"] + body[-(MAX_LINES_PER_STEP - 1):]
-        lines += [(s, "out") for s in body]
-        blocks.append((lines, min(4.0, max(0.8, seconds))))
-    verdict = "reward: " + ("none" if reward is None else f"{reward:g}")
-    tail = [s for s in _wrap(reward_tail.strip())[-4:] if s] if reward_tail.strip() else []
-    blocks.append(([("# reward.py", "cmd"), *((s, "out") for s in tail), (verdict, "reward")], 3.0))
-    total_lines = sum(len(b) for b, _ in blocks)
-    while total_lines > MAX_LINES and len(blocks) > 2:  # the earliest steps go first
-        total_lines -= len(blocks.pop(0)[0])
-    cycle = sum(s for _, s in blocks)
-    height = 16 + total_lines * LINE_H
-    css = ["text{font:12px 'DejaVu Sans Mono',monospace;white-space:pre}.cmd{fill:#9ae6b4}.out{fill:#e2e8f0}"
-           ".reward{fill:#fbd38d;font-weight:bold}"]
-    body = []
-    y, t = 12 + 12, 0.0
-    for i, (lines, shown_s) in enumerate(blocks):
-        at = 100 * t / cycle
-        css.append("" if i == 0 else f"@keyframes s{i}{{0%,{at:.2f}%{{opacity:0}}{min(at + 0.01, 100):.2f}%,100%{{opacity:1}}}}"
-                   f".s{i}{{animation:s{i} {cycle:.2f}s step-end infinite}}")
-        texts = []
-        for text, cls in lines:
-            texts.append(f'<text x="10" y="{y}" class="{cls}">{escape(text)}</text>')
-            y += LINE_H
-        body.append(f'<g class="s{i}">{"".join(texts)}</g>')
-        t += shown_s
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{TERM_W}" height="{height}" '
-            f'viewBox="0 0 {TERM_W} {height}"><style>{"".join(css)}</style>'
-            f'<rect width="100%" height="100%" rx="6" fill="#1a202c"/>{"".join(body)}</svg>')
-
-
-# --- the driver's side ----------------------------------------------------------------------
-def store(run_dir: Path, line: dict[str, Any]) -> dict[str, Any]:
-    """The line with its images written into `run_dir/media/` (named by their sha256; written once,
-    atomically) and each image's `data` replaced by its `path` (relative to the run dir), size and
-    sha256. An image that is not what it claims to be is left out and named in `media.errors`."""
-    media = line.get("media")
-    if not isinstance(media, dict):
-        return line
-    errors = list(media.get("errors") or [])
-
-    def keep(entry: Any) -> dict[str, Any] | None:
-        if not isinstance(entry, dict) or "data" not in entry:
-            return entry if isinstance(entry, dict) and "path" in entry else None
-        data = base64.b64decode(entry["data"])
-        ext = MIMES.get(entry.get("mime", ""))
-        ok = ext is not None and len(data) <= MAX_BYTES and (
-            is_webp(data) if ext == ".webp" else data.startswith(b"<svg "))
-        if not ok:
-            errors.append(f"an image of {len(data)} bytes ({entry.get('mime')}) was not stored: not a bounded WebP or SVG")
-            return None
-        digest = hashlib.sha256(data).hexdigest()
-        rel = f"{MEDIA_DIR}/{digest}{ext}"
-        path = Path(run_dir) / rel
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        rest = {k: v for k, v in entry.items() if k != "data"}
-        return {**rest, "path": rel, "bytes": len(data), "sha256": digest}
-
-    start = keep(media.get("start"))
-    recordings = [r for r in (keep(r) for r in media.get("recordings") or []) if r is not None]
-    out = {"desktop": bool(media.get("desktop")), "start": start, "recordings": recordings, "errors": errors}
-    return {**line, "media": out}
+def collect(media: dict[str, Any] | None, *, start: dict[str, Any] | None = None,
+            recording: dict[str, Any] | None = None, desktop: bool | None = None) -> dict[str, Any] | None:
+    """A line's media with a screenshot or a recording (or why there is none) added; None stays None
+    when there is nothing to add (media are off)."""
+    if start is None and recording is None and desktop is None:
+        return media
+    m = media or {"desktop": False, "start": None, "recordings": [], "errors": []}
+    if desktop is not None:
+        m["desktop"] = desktop
+    for entry, slot in ((start, "start"), (recording, "recordings")):
+        if entry is None:
+            continue
+        if "error" in entry:
+            m["errors"].append(entry["error"])
+        elif slot == "start":
+            m["start"] = entry
+        else:
+            m["recordings"].append(entry)
+    return m

@@ -21,7 +21,7 @@ from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
 from shinken.judge.config import JudgeConfig
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
-from shinken.probes import media
+from shinken.probes import media_store
 from shinken.probes.final_receipt import build_receipt
 from shinken.probes.oracle import Oracle, bundle_oracle, oracle_dir
 from shinken.probes.receipts import ReceiptLog
@@ -313,7 +313,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             note = p.oracle_notes.get(line["task_id"])
             if note is not None and line.get("oracle") is None:
                 line = {**line, "oracle_note": note}
-            line = media.store(run_dir, line)  # its images into the run dir, their paths in the line
+            line = media_store.store(run_dir, line)  # its images into the run dir, their paths in the line
             log.append(line)
             probed += 1
             listener.finished(line)

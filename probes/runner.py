@@ -301,7 +301,7 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         raise _Dropped("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
     try:
         ctx = new_context(fork)
-        rec = _recording(fork, golden, cfg, f"replay {ro.index}")
+        rec = media.recording(fork, golden, cfg.media, f"replay {ro.index}")
         for call in ro.calls:
             t = time.monotonic()
             answer = run_tool(ctx, call.name, call.arguments)
@@ -340,7 +340,7 @@ def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     recording = None
     try:
         ctx = new_context(fork)
-        rec = _recording(fork, golden, cfg, "oracle")
+        rec = media.recording(fork, golden, cfg.media, "oracle")
         answers = []
         for name, args in oracle.calls():
             t = time.monotonic()
@@ -367,15 +367,6 @@ def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     if recording is not None:
         rec_doc["recording"] = recording  # moved into the line's media by _oracle_step
     return rec_doc
-
-
-def _recording(fork: Fork, golden: Golden, cfg: ProbeConfig, of: str) -> media.Recording | None:
-    """A started recording of a solution's run on `fork` (None: media are off)."""
-    if not cfg.media:
-        return None
-    rec = media.Recording(fork, golden.needs_desktop, of)
-    rec.start()
-    return rec
 
 
 def _vandal_variant(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier,
@@ -626,7 +617,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         raise _Dropped("fidelity", "no tier reproduces the start state the setup left: " + " | ".join(passed_over))
     att.start_state = _start_state(golden, checked=checked, passed_over=passed_over, computers=computers)
     if shots is not None:
-        _add_media(att, start=shots.get(att.tier), desktop=golden.needs_desktop)
+        att.media = media.collect(att.media, start=shots.get(att.tier), desktop=golden.needs_desktop)
     att.reward_tail = _tail(results[0][2].output_tail)
     for fork_s, reward_s, rr, start_s in results:
         att.fork_s.append(fork_s)
@@ -645,7 +636,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     t1 = time.monotonic()
     for ro in rollouts:
         rec = _replay(provider, golden, bundle, cfg, ro, att.tier)
-        _add_media(att, recording=rec.pop("recording", None))
+        att.media = media.collect(att.media, recording=rec.pop("recording", None))
         att.replay.append(rec)
     att.replay_s = time.monotonic() - t1
     bad = [r for r in att.replay if not r["match"]]
@@ -673,32 +664,13 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
                        f"removed and when they hold garbage: {vandal_mod.describe(att.vandal)}")
 
 
-def _add_media(att: _Attempt, *, start: dict[str, Any] | None = None, recording: dict[str, Any] | None = None,
-               desktop: bool | None = None) -> None:
-    """Put a screenshot or a recording (or why there is none) into the attempt's media."""
-    if start is None and recording is None and desktop is None:
-        return  # media are off (or this step took none)
-    m = att.media = att.media or {"desktop": False, "start": None, "recordings": [], "errors": []}
-    if desktop is not None:
-        m["desktop"] = desktop
-    for entry, slot in ((start, "start"), (recording, "recordings")):
-        if entry is None:
-            continue
-        if "error" in entry:
-            m["errors"].append(entry["error"])
-        elif slot == "start":
-            m["start"] = entry
-        else:
-            m["recordings"].append(entry)
-
-
 def _oracle_step(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, oracle: Oracle | None,
                  att: _Attempt, untouched: float) -> None:
     values = [untouched]
     assert att.tier is not None
     if oracle is not None and "oracle" in cfg.probes:
         rec = _run_oracle(provider, golden, bundle, cfg, oracle, att.tier)
-        _add_media(att, recording=rec.pop("recording", None))
+        att.media = media.collect(att.media, recording=rec.pop("recording", None))
         rec["outcome"] = _judge_oracle(rec, values[0])
         att.oracle = rec
         solved = any(r["match"] and r["reward"] is not None and r["reward"] >= 1.0 - REWARD_TOLERANCE
