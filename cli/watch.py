@@ -30,11 +30,12 @@ def watch(
 ) -> None:
     """Watch a running fork's desktop live in the browser, read-only.
 
-    The fork's display is served by x11vnc (view-only) and noVNC through websockify, all bound to
-    127.0.0.1; the printed URL carries the view's password. The view ends when the fork does (its
-    rollout or probe is over) or on Ctrl-C. Needs Debian's x11vnc, websockify and novnc.
+    x11vnc (view-only) serves the display from inside the fork, reached through the Docker API;
+    websockify serves noVNC on 127.0.0.1 only; the printed URL carries the view's password. The
+    view ends when the fork does (its rollout or probe is over) or on Ctrl-C. Needs Debian's
+    websockify and novnc here, and x11vnc in the task image (shinken's images carry it).
     """
-    from shinken.live.forks import has_display, pick, running
+    from shinken.live.forks import pick, running, why_not_viewable
     from shinken.live.view import LiveView, novnc_dir
     from shinken.sandbox.docker_client import connect
 
@@ -57,9 +58,9 @@ def watch(
         return
     computer = pick(computers, target)
     novnc_dir()  # the packages first: a missing one is said before anything starts
-    if not has_display(api, computer.id):
-        raise ShinkenError(f"{computer.id[:12]} ({computer.task}) has no desktop to watch: its task runs without a "
-                           "display")
+    why = why_not_viewable(api, computer.id)
+    if why is not None:
+        raise ShinkenError(f"{computer.id[:12]} ({computer.task}) cannot be watched: {why}")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

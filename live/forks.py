@@ -62,17 +62,24 @@ def pick(computers: list[Computer], target: str) -> Computer:
     raise ShinkenError(f"no running shinken computer is {target!r} (a container id, name or task id); running: {listed}")
 
 
-def has_display(api: Any, container_id: str) -> bool:
-    """Whether the computer runs a desktop (its X server's socket is there)."""
+# Exit 3: no desktop runs; 4: no x11vnc in the image (an image built before the live view).
+_VIEWABLE = f'test -S {DISPLAY_SOCKET} || exit 3; command -v x11vnc >/dev/null || exit 4'
+NOT_VIEWABLE = {3: "its task runs without a display", 4: "its image has no x11vnc (an image built before `shinken watch`: "
+                "rebuild it with `shinken image build`)"}
+
+
+def why_not_viewable(api: Any, container_id: str) -> str | None:
+    """None when the computer runs a desktop x11vnc can serve; else why not."""
     try:
-        ex = api.exec_create(container_id, ["test", "-S", DISPLAY_SOCKET], stdout=True, stderr=True)
-        api.exec_start(ex["Id"])  # returns once the output ended, which is when `test` did
+        ex = api.exec_create(container_id, ["sh", "-c", _VIEWABLE], stdout=True, stderr=True)
+        api.exec_start(ex["Id"])  # returns once the output ended, which is when the check did
         for _ in range(100):
             state = api.exec_inspect(ex["Id"])
             if not state.get("Running"):
-                return bool(state.get("ExitCode") == 0)
+                code = state.get("ExitCode")
+                return None if code == 0 else NOT_VIEWABLE.get(code, f"the check in it failed (exit {code})")
             time.sleep(0.05)
-        return False
+        return "the check in it did not finish"
     except docker.errors.APIError as exc:
         raise InfraError(f"looking for the display of {container_id[:12]}: {exc}") from None
 

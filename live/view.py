@@ -1,9 +1,12 @@
-"""A live, read-only view of a fork's display, made of what Debian ships: the fork's X display
-brought here (live/x_bridge.py), `x11vnc -viewonly` serving it as VNC, and `websockify` serving
-noVNC's page and carrying its WebSocket to x11vnc. Everything listens on 127.0.0.1 only; the VNC
-password (random, in a 0600 file) is in the printed URL, so another local user cannot watch by
-guessing a port. The view ends when the fork stops (the rollout ended, or its container was
-removed) or when the caller stops it; the processes it started are ended then, by their ids."""
+"""A live, read-only view of a fork's display, made of what Debian ships: `x11vnc -viewonly`
+runs in the fork (the task images carry it) on its own display, once per viewer, speaking VNC on
+its stdin and stdout (`-inetd`), reached from here through the Docker API (live/exec_bridge.py);
+`websockify` serves noVNC's page and carries its WebSocket to that. So the fork's X protocol is
+read inside the fork only (the policy controls what its display says), and this machine only
+relays VNC bytes to the browser, which decodes them. websockify listens on 127.0.0.1 only; the
+VNC password (random) is in the printed URL, so another local user cannot watch by guessing a
+port. The view ends when the fork stops (the rollout ended, or its container was removed) or
+when the caller stops it; the processes it started are ended then, by their ids."""
 
 from __future__ import annotations
 
@@ -19,22 +22,55 @@ from pathlib import Path
 from typing import Any
 
 from shinken.errors import EnvironmentProblem
+from shinken.live.exec_bridge import ExecBridge
 from shinken.live.forks import Computer, is_running
-from shinken.live.x_bridge import XBridge
 
 NOVNC_DIRS = (Path("/usr/share/novnc"),)
-PACKAGES_HINT = "install Debian's x11vnc, websockify and novnc (apt-get install x11vnc websockify novnc)"
+PACKAGES_HINT = "install Debian's websockify and novnc (apt-get install websockify novnc)"
 START_TIMEOUT_S = 30.0
 POLL_S = 1.0
 
 
 def novnc_dir() -> Path:
     found = next((d for d in NOVNC_DIRS if (d / "vnc.html").is_file()), None)
-    missing = [p for p in ("x11vnc", "websockify") if shutil.which(p) is None]
+    missing = [p for p in ("websockify",) if shutil.which(p) is None]
     if missing or found is None:
         raise EnvironmentProblem(f"the live view needs {', '.join(missing + ([] if found else ['novnc']))}: "
                                  f"{PACKAGES_HINT}")
     return found
+
+
+# In the fork: run argv with one end of a socket pair as its stdin and stdout (x11vnc -inetd needs a
+# socket there, and a docker exec gives pipes), and relay the exec's stdin/stdout to the other end.
+INETD_PY = r"""
+import os, select, socket, subprocess, sys
+mine, theirs = socket.socketpair()
+proc = subprocess.Popen(sys.argv[1:], stdin=theirs, stdout=theirs, stderr=subprocess.DEVNULL)
+theirs.close()
+try:
+    while True:
+        r, _, _ = select.select([0, mine], [], [])
+        if 0 in r:
+            d = os.read(0, 65536)
+            if not d:
+                break
+            mine.sendall(d)
+        if mine in r:
+            d = mine.recv(65536)
+            if not d:
+                break
+            while d:
+                d = d[os.write(1, d):]
+finally:
+    proc.terminate()
+"""
+
+
+def vnc_argv(password: str) -> list[str]:
+    """x11vnc in the fork for one viewer on stdin/stdout: view-only (input from the viewer is dropped
+    by the server, whatever the page asks), its display, quiet (stderr is not read)."""
+    return ["python3", "-c", INETD_PY, "x11vnc", "-inetd", "-display", ":0", "-viewonly", "-shared", "-passwd",
+            password, "-q", "-noxrecord"]
 
 
 def _free_port() -> int:
@@ -74,25 +110,18 @@ class LiveView:
     url: str = ""
     folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="shinken-watch-")))
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    _bridge: XBridge | None = None
+    _bridge: ExecBridge | None = None
 
     def start(self) -> "LiveView":
         web = novnc_dir()
         try:
-            self._bridge = XBridge(self.api, self.computer.id)
             password = secrets.token_hex(4)  # VNC authentication reads 8 characters
-            pwfile = self.folder / "passwd"
-            pwfile.touch(mode=0o600)
-            pwfile.write_text(password + "\n")
-            vnc_port, self.port = _free_port(), self.port or _free_port()
-            vnc_log, ws_log = self.folder / "x11vnc.log", self.folder / "websockify.log"
-            # -viewonly: input from viewers is dropped; -noshm/-noxrecord: the display is reached
-            # over a socket, not shared memory; -localhost: VNC on 127.0.0.1 only.
-            self._spawn(["x11vnc", "-display", self._bridge.display, "-rfbport", str(vnc_port), "-localhost",
-                         "-viewonly", "-shared", "-forever", "-passwdfile", str(pwfile), "-noshm", "-noxrecord",
-                         "-quiet", "-o", str(vnc_log)], vnc_log)
-            _wait_port(vnc_port, self._procs[-1], "x11vnc", vnc_log)
-            self._spawn(["websockify", "--web", str(web), f"127.0.0.1:{self.port}", f"127.0.0.1:{vnc_port}"], ws_log)
+            self.folder.chmod(0o700)
+            self._bridge = ExecBridge(self.api, self.computer.id, vnc_argv(password), self.folder / "vnc.sock")
+            self.port = self.port or _free_port()
+            ws_log = self.folder / "websockify.log"
+            self._spawn(["websockify", "--web", str(web), f"--unix-target={self._bridge.path}", f"127.0.0.1:{self.port}"],
+                        ws_log)
             _wait_port(self.port, self._procs[-1], "websockify", ws_log)
         except BaseException:
             self.close()

@@ -48,12 +48,11 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
 fi
-# `shinken watch` serves a fork's display through Debian's x11vnc, websockify and noVNC (installed once).
-if { ! command -v x11vnc >/dev/null 2>&1 || ! command -v websockify >/dev/null 2>&1 || [ ! -f /usr/share/novnc/vnc.html ]; } \
-    && [ "$(id -u)" = 0 ]; then
-  echo "shinken: installing x11vnc, websockify and novnc (shinken watch) ..." >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends x11vnc websockify novnc >/dev/null 2>&1 || {
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends x11vnc websockify novnc >/dev/null; }
+# `shinken watch` serves noVNC through Debian's websockify (x11vnc runs in the fork; installed once).
+if { ! command -v websockify >/dev/null 2>&1 || [ ! -f /usr/share/novnc/vnc.html ]; } && [ "$(id -u)" = 0 ]; then
+  echo "shinken: installing websockify and novnc (shinken watch) ..." >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends websockify novnc >/dev/null 2>&1 || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends websockify novnc >/dev/null; }
 fi
 # SHINKEN_SETUP_ONLY=venv (scripts/test.sh --fast): stop before the engine and the images.
 if [ "${SHINKEN_SETUP_ONLY:-}" = venv ]; then exit 0; fi

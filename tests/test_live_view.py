@@ -1,6 +1,7 @@
 """`shinken watch`: a live fork's desktop (demo/zenity-entry's dialog, on shinken/sandbox-linux)
-shown in headless Chromium through x11vnc, websockify and noVNC; read-only (what is typed into
-the view never reaches the fork), on loopback only, and over when the fork is."""
+shown in headless Chromium through x11vnc in the fork, websockify and noVNC; read-only (what is
+typed into the view never reaches the fork), on loopback only, and over when the fork is; a fork
+without a desktop named in one line."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def _refused(host: str, port: int) -> bool:
 
 
 @pytest.mark.docker
-def test_watch_shows_a_live_forks_desktop_read_only_until_the_fork_ends(linux_image: str, tmp_path: Path) -> None:
+def test_watch_shows_a_live_forks_desktop_read_only_until_the_fork_ends(linux_image: str, tmp_path: Path,
+                                                                       shinken_cli) -> None:
     from shinken.bundles.loader import load_bundle
     from shinken.sandbox.docker_client import connect, resolve_image
     from shinken.sandbox.docker_provider import DockerProvider
@@ -57,7 +59,12 @@ def test_watch_shows_a_live_forks_desktop_read_only_until_the_fork_ends(linux_im
     provider = DockerProvider(run_id="test-watch")
     watch = None
     try:
-        golden = provider.ensure_golden(load_bundle(REPO / "demo" / "zenity-entry"), resolve_image(connect(), linux_image))
+        image_id = resolve_image(connect(), linux_image)
+        plain = provider.fork(provider.ensure_golden(load_bundle(REPO / "demo" / "hello-file"), image_id))
+        r = shinken_cli("watch", plain.id)  # a task without a desktop: nothing to watch, said in one line
+        assert r.returncode == 2 and "runs without a display" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        plain.close()
+        golden = provider.ensure_golden(load_bundle(REPO / "demo" / "zenity-entry"), image_id)
         fork = provider.fork(golden)  # its post-fork step opens the dialog
         watch = subprocess.Popen([str(SHINKEN), "watch", fork.id[:12], "--json"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
