@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.timing import pct  # noqa: E402
 
 LINUX_TASKS = ("hello-file", "zero-signal", "delete-the-file", "oracle-solves", "vandal-except-pass", "zenity-entry")
-CUA_TASKS = ("ced142d7-fb36-55fc-b1c5-2a60c026e7d0", "2d4740ff-ab49-5d11-9acc-ba0c7687d012",
-             "20ef0077-ea53-57ed-a5e1-41a934326e1e", "1784994a-3e6a-4137-a271-67e1397d09ba")
+CUA_TASKS = ("ced142d7-fb36-55fc-b1c5-2a60c026e7d0", "eba2fc99-802c-5a45-8a46-531d6cc0f05d",
+             "20ef0077-ea53-57ed-a5e1-41a934326e1e", "9069338c-532a-5906-bae1-946ff21a370b")
 
 WORKER = r"""
 import json, sys, time

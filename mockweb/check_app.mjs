@@ -162,7 +162,8 @@ function postPaced(sid, body) {
   const data = Buffer.from(JSON.stringify(body));
   return new Promise((resolve, reject) => {
     const req = http.request(`${base}/post?sid=${encodeURIComponent(sid)}`, {
-      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': data.length },
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': data.length,
+        'x-shinken-state-key': stateKey(sid) },
       signal: AbortSignal.timeout(TIMEOUT_MS),
     }, (res) => {
       const parts = [];

@@ -225,7 +225,9 @@ class DockerProvider:
             if replay and steps:
                 fork.run_steps(steps, NO_FILES, where="post_fork", sleep_cap=REPLAY_SLEEP_CAP_S)
             if golden.needs_desktop or relaunch or (replay and steps):
-                fork.mark_handed_out()  # shinken started processes as the task's user: they are kept
+                # shinken started processes as the task's user: they are kept (those of an unchecked
+                # replay once they hold still; a relaunch waited for its apps to go idle)
+                fork.mark_handed_out(settle=replay and not relaunch and any(s.starts_process for s in steps))
         except BaseException:
             fork.close()
             raise

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 # Less room than this on the computer's disk (for an unprivileged writer) is a full disk.
 DISK_FULL_KIB = 1024
 REPLAY_SLEEP_CAP_S = 2.0  # a config `sleep` replayed after `open` on every fork is capped
+SETTLE_QUIET_S = 1.0  # how long the processes of an unchecked replay must hold still before the hand-out
 
 # Post-fork replay only has launch/open/sleep steps, which read no bundle files.
 NO_FILES = Bundle(id="", path=Path("/nonexistent"), layout="demo", task_file=None,
@@ -58,11 +59,12 @@ class DockerFork(Container):
             return []
         return self._provider.web.reset(self, self.web_sid)
 
-    def mark_handed_out(self) -> None:
+    def mark_handed_out(self, *, settle: bool = False) -> None:
         """Remember what shinken started in this computer before the policy gets it (the desktop,
         the task's apps): everything else run as another user than root is the policy's, and is
-        stopped before the reward (verifier.SEAL)."""
-        self.kept = verifier.handed_out(self)
+        stopped before the reward (verifier.SEAL). `settle`: first wait until no process came or
+        went for a second (apps a replayed step launched, unchecked, may still be starting)."""
+        self.kept = verifier.handed_out(self, SETTLE_QUIET_S if settle else 0.0)
 
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig (as the task's user, the policy's processes still running: the

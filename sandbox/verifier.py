@@ -78,9 +78,22 @@ def procs():
 """
 
 # At hand-out, as root: the identities of the processes shinken started (the desktop, the task's apps).
+# argv: how long the set of processes must hold still first (0: at once; apps launched by replayed
+# steps may still be starting their children), and the bound on that wait.
 HANDOUT = _PROCS + r"""
-print(json.dumps([ident for ident, _, name in procs().values() if not INTERPRETER.fullmatch(name)]))
+quiet, bound = float(sys.argv[1]), float(sys.argv[2])
+seen, since, end = None, time.monotonic(), time.monotonic() + bound
+while True:
+    now = procs()
+    ids = {tuple(i[:2]) for i, _, _ in now.values()}
+    if ids != seen:
+        seen, since = ids, time.monotonic()
+    if time.monotonic() - since >= quiet or time.monotonic() >= end:
+        break
+    time.sleep(0.1)
+print(json.dumps([ident for ident, _, name in now.values() if not INTERPRETER.fullmatch(name)]))
 """
+HANDOUT_BOUND_S = 15.0
 
 # At verify, as root. argv: the hand-out's identities (JSON), the token its report line starts with.
 # Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops growing),
@@ -174,10 +187,12 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
 Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's hash
 
 
-def handed_out(box: Container) -> frozenset[Identity]:
+def handed_out(box: Container, quiet_s: float = 0.0) -> frozenset[Identity]:
     """The processes shinken started in the computer before handing it out (HANDOUT): what the
-    seal keeps. Interpreters are left out (a terminal's shell is the policy's to drive)."""
-    res = box.exec(["python3", "-I", "-S", "-c", HANDOUT], timeout=30, user="root")
+    seal keeps. Interpreters are left out (a terminal's shell is the policy's to drive). `quiet_s`:
+    first wait (at most HANDOUT_BOUND_S) until no process came or went for that long."""
+    res = box.exec(["python3", "-I", "-S", "-c", HANDOUT, str(quiet_s), str(HANDOUT_BOUND_S)],
+                   timeout=HANDOUT_BOUND_S + 30, user="root")
     try:
         doc = json.loads(res.output.strip().splitlines()[-1])
         return frozenset((int(p), int(t), str(e), str(h)) for p, t, e, h in doc)

@@ -63,14 +63,18 @@ def test_an_unknown_attack_is_one_line_exit_2(shinken_cli, linux_image) -> None:
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-LIVE_REWARD = """import json, subprocess
+LIVE_REWARD = """import json, subprocess, time
 title = subprocess.run(["xdotool", "search", "--name", "^Shinken$"], capture_output=True, text=True)
 print("window found" if title.returncode == 0 else f"no window: {title.stderr}")
 import gi
 gi.require_version("Atspi", "2.0")
 from gi.repository import Atspi
-desktop = Atspi.get_desktop(0)
-apps = [desktop.get_child_at_index(i).get_name() for i in range(desktop.get_child_count())]
+for _ in range(40):  # a loaded machine answers the registry's name queries late
+    desktop = Atspi.get_desktop(0)
+    apps = [desktop.get_child_at_index(i).get_name() for i in range(desktop.get_child_count())]
+    if "zenity" in apps:
+        break
+    time.sleep(0.5)
 print("a11y apps:", apps)
 left = subprocess.run(["pgrep", "-u", "user", "-f", "policy-sleeper"], capture_output=True, text=True).stdout.split()
 print("policy processes left:", len(left))

@@ -186,7 +186,8 @@ function readBody(req) {
 async function gateStateWrite(req, res) {
   if (!isStateWrite(req)) return null;
   const sids = sidsOf(req.url || '/').filter(sealed);
-  if (sids.length === 0) return null;
+  // Not a rollout's state, or the rollout's key: forwarded as it comes (in its own pieces).
+  if (sids.length === 0 || hasKey(req, sids)) return null;
   let body;
   try {
     body = await readBody(req);
@@ -199,7 +200,7 @@ async function gateStateWrite(req, res) {
     const doc = JSON.parse(body.toString('utf8'));
     action = (doc && doc.action) || 'set';
   } catch { /* not JSON: the mock answers it; an unknown action is checked like a write */ }
-  if (action === 'set_current' || hasKey(req, sids)) return body;
+  if (action === 'set_current') return body;
   log(`refused ${JSON.stringify(action)} on sealed sid(s) ${sids.join(',')}: no rollout key`);
   sendJson(res, 403, { error: `shinken: the State API's ${JSON.stringify(action)} on this rollout's state needs the `
     + 'rollout key, which only shinken holds; the app saves its own state with set_current' });
