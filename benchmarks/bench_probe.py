@@ -7,12 +7,17 @@ is built cold; the goldens made here are deleted at the end.
 
     .venv/bin/python benchmarks/bench_probe.py [--image IMAGE] [--cli N] [--sheet N]
     .venv/bin/python benchmarks/bench_probe.py --probe-cost [--rounds R]
+    .venv/bin/python benchmarks/bench_probe.py --media-cost [--rounds R]
 
 --probe-cost: what the oracle and vandal probes add. One set of tasks (each with a golden_patch.py
 that solves it) is probed once with --probes noop (goldens built cold: a first probe of an export),
 then R rounds, in rotating order, of noop / noop,oracle / noop,vandal / noop,vandal,oracle on the
 goldens built (each in its own run dir, so nothing resumes). The extra wall time of a probe is
 reported against the warm noop run and against the cold first run.
+
+--media-cost: what the probe's media add (a start screenshot per desktop task, a recording per
+oracle run; probes/media.py). The same tasks with oracles, --probes noop,oracle, goldens built once
+(--no-media), then R rounds of --media / --no-media in alternating order, each in its own run dir.
 """
 
 from __future__ import annotations
@@ -108,6 +113,19 @@ def run(image: str, base: Path, name: str, n_cli: int, n_sheet: int, *, concurre
     return {"name": name, "wall": wall, "doc": doc, "n": len(doc["tasks"])}
 
 
+def _timed_probe(req: ProbeRequest, tag: str, label: str, goldens: list[str]) -> tuple[dict, float]:
+    """One probe run at concurrency 1: its receipt and wall seconds; its goldens added to `goldens`."""
+    t0 = time.monotonic()
+    doc = run_probe(req, executor=LocalExecutor(1))
+    wall = time.monotonic() - t0
+    goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+    bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
+    if bad:
+        print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
+    print(f"  {tag}: {label}: {wall:.1f} s", flush=True)
+    return doc, wall
+
+
 def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
     import os
 
@@ -124,18 +142,11 @@ def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
     def one(probes: tuple[str, ...], tag: str) -> float:
         req = ProbeRequest(task_root=root, image=image, run_dir=base / f"run-{tag}", repeats=2, concurrency=1,
                            state_fidelity="filesystem", probes=probes)
-        t0 = time.monotonic()
-        doc = run_probe(req, executor=LocalExecutor(1))
-        wall = time.monotonic() - t0
-        goldens.extend(t["golden"] for t in doc["tasks"] if t.get("golden"))
+        doc, wall = _timed_probe(req, tag, f"--probes {','.join(probes)}", goldens)
         if probes in shares:
             tm = [t["timings"] for t in doc["tasks"]]
             shares[probes].append((sum(x.get("oracle_s", 0.0) for x in tm), sum(x.get("vandal_s", 0.0) for x in tm),
                                    sum(x["total_s"] for x in tm)))
-        bad = [(t["task_id"], t["reason"]) for t in doc["tasks"] if t["outcome"] != "kept"]
-        if bad:
-            print(f"warning: {tag}: not kept: {bad}", file=sys.stderr)
-        print(f"  {tag}: --probes {','.join(probes)}: {wall:.1f} s", flush=True)
         return wall
 
     try:
@@ -160,6 +171,45 @@ def probe_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
         o = sum(x[0] for x in shares[p]); v = sum(x[1] for x in shares[p]); tot = sum(x[2] for x in shares[p])
         print(f"      within these runs: oracle step {o:.1f} s, vandal step {v:.1f} s of {tot:.1f} task-seconds "
               f"(oracle {o / tot * 100:.0f}%, vandal {v / tot * 100:.0f}%; they run side by side)")
+
+
+def media_cost(image: str, n_cli: int, n_sheet: int, rounds: int) -> None:
+    import os
+
+    base = Path(tempfile.mkdtemp(prefix="shinken-bench-media-cost-"))
+    root = base / "tasks"
+    make_tasks(root, n_cli, n_sheet, oracles=True)
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    goldens: list[str] = []
+    loads = [os.getloadavg()[0]]
+    sizes: list[int] = []
+
+    def one(media: bool, tag: str) -> float:
+        req = ProbeRequest(task_root=root, image=image, run_dir=base / f"run-{tag}", repeats=2, concurrency=1,
+                           state_fidelity="filesystem", probes=("noop", "oracle"), media=media)
+        doc, wall = _timed_probe(req, tag, "--media" if media else "--no-media", goldens)
+        if media:
+            sizes.extend(e["bytes"] for t in doc["tasks"] for e in [(t.get("media") or {}).get("start"),
+                                                                     *((t.get("media") or {}).get("recordings") or [])] if e)
+        return wall
+
+    try:
+        cold = one(False, "cold")
+        for r in range(rounds):
+            for media in ((True, False) if r % 2 == 0 else (False, True)):
+                walls[media].append(one(media, f"r{r}-{'media' if media else 'plain'}"))
+            loads.append(os.getloadavg()[0])
+    finally:
+        cleanup(goldens)
+    on, off = statistics.median(walls[True]), statistics.median(walls[False])
+    print()
+    print(f"media cost ({n_cli} CLI + {n_sheet} desktop tasks with oracles, --probes noop,oracle, repeats 2, "
+          f"concurrency 1, median of {rounds} round(s); load average {min(loads):.1f}-{max(loads):.1f} on "
+          f"{os.cpu_count()} cores):")
+    print(f"  cold first probe (--no-media, goldens built): {cold:.1f} s")
+    print(f"  --no-media {off:.1f} s, --media {on:.1f} s: {on / off:.2f}x (+{on - off:.1f} s, "
+          f"+{(on - off) / cold * 100:.0f}% of the cold first probe); media kept per run: "
+          f"{sum(sizes) / max(1, len(walls[True])) / 1024:.0f} KiB")
 
 
 def split(doc: dict, prefix: str) -> dict[str, float]:
@@ -190,8 +240,12 @@ def main() -> None:
     ap.add_argument("--cli", type=int, default=4)
     ap.add_argument("--sheet", type=int, default=4)
     ap.add_argument("--probe-cost", action="store_true", help="measure the oracle and vandal probes' cost")
+    ap.add_argument("--media-cost", action="store_true", help="measure what the start screenshots and recordings add")
     ap.add_argument("--rounds", type=int, default=2)
     a = ap.parse_args()
+    if a.media_cost:
+        media_cost(a.image, a.cli, a.sheet, a.rounds)
+        return
     if a.probe_cost:
         probe_cost(a.image, a.cli, a.sheet, a.rounds)
         return

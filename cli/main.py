@@ -13,7 +13,8 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import common, download, fleet, gc, hub, image, make_workspace, probe, profile, publish, report, triage
+from shinken.cli import (common, download, fleet, gc, hub, image, make_workspace, probe, profile, publish, report, triage,
+                         watch)
 from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
@@ -48,6 +49,7 @@ add_command(app, "profile", profile.profile, profile.EXAMPLES)
 add_command(app, "report", report.report, report.EXAMPLES)
 add_command(app, "publish", publish.publish, publish.EXAMPLES)
 add_command(app, "gc", gc.gc, gc.EXAMPLES)
+add_command(app, "watch", watch.watch, watch.EXAMPLES)
 app.add_typer(image.app, name="image")
 app.add_typer(hub.app, name="hub")
 app.add_typer(fleet.app, name="fleet")

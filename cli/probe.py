@@ -79,6 +79,7 @@ def probe(
                                                       help="Placeholders -> mock apps you run elsewhere (flat JSON or url_variables.json).")] = None,
     oracle: Annotated[Optional[Path], typer.Option("--oracle", metavar="DIR", help="Per-task solution scripts (<task id>.py|.sh or <task id>/golden_patch.py), run like a bundle's own golden_patch.py.")] = None,
     probes: Annotated[str, typer.Option("--probes", metavar="LIST", help="Probes to run, comma-separated: noop (always), oracle (a task's golden_patch.py or --oracle script must pass its reward), vandal (the reward must not pass with the setup's files removed or garbled). Default noop: each of the others adds ~15% to a first probe (docs/probe.md).")] = "noop",
+    media: Annotated[bool, typer.Option("--media/--no-media", help="Keep a small screenshot of each desktop task's start state and a short recording of each solution that ran (oracle, replay), in the run dir, for `shinken report --tasks`.")] = True,
     json_out: JsonFlag = False,
 ) -> None:
     """Probe runnable tasks on forks of their golden state; write a receipt of tasks to keep.
@@ -101,7 +102,7 @@ def probe(
         settle_timeout=settle_timeout,
         judge=JudgeConfig.create(judge_url, judge_model),
         hub=hub, mock_urls=mock_urls, oracle=oracle,
-        probes=tuple(dict.fromkeys(p.strip() for p in probes.split(",") if p.strip())),
+        probes=tuple(dict.fromkeys(p.strip() for p in probes.split(",") if p.strip())), media=media,
     )
     with ProbeDisplay(output.err, live=output.live) as display:
         doc = run_probe(req, display)

@@ -35,6 +35,7 @@ CAPTURE_TIMEOUT_S = 30.0
 MAX_OUTPUT = 48_000_000  # base64 of a 7680x7680 PNG fits
 
 # capture(fmt, quality, size) -> the header line and one base64 line, as bytes; `size` is WxH or "-".
+# grab() -> (the screen as an RGB image, "xcb" or "xlib"); the probe's recorder uses it too.
 CAPTURE_LIB = r"""
 import sys, time
 sys.path.append("/usr/lib/python3/dist-packages")  # run with -S: no site scan
@@ -47,14 +48,11 @@ def _cpu():
 
 _served = []
 
-def capture(fmt, quality, size):
-    # The first capture of a process counts its start (interpreter, Pillow's import) too.
-    t0, c0 = time.perf_counter(), (_cpu() if _served else 0.0)
-    _served.append(1)
+def grab():
+    # The screen as an RGB image, and how it was read.
     try:  # what ImageGrab.grab(xdisplay="") does, without importing ImageGrab's own imports
         (w0, h0), raw = Image.core.grabscreen_x11("")
-        im = Image.frombytes("RGB", (w0, h0), raw, "raw", "BGRX", w0 * 4, 1)
-        how = "xcb"
+        return Image.frombytes("RGB", (w0, h0), raw, "raw", "BGRX", w0 * 4, 1), "xcb"
     except Exception:
         from Xlib import X, display
         d = display.Display()
@@ -62,8 +60,13 @@ def capture(fmt, quality, size):
         g = root.get_geometry()
         raw = root.get_image(0, 0, g.width, g.height, X.ZPixmap, 0xFFFFFFFF)
         d.close()
-        im = Image.frombuffer("RGB", (g.width, g.height), raw.data, "raw", "BGRX", 0, 1)
-        how = "xlib"
+        return Image.frombuffer("RGB", (g.width, g.height), raw.data, "raw", "BGRX", 0, 1), "xlib"
+
+def capture(fmt, quality, size):
+    # The first capture of a process counts its start (interpreter, Pillow's import) too.
+    t0, c0 = time.perf_counter(), (_cpu() if _served else 0.0)
+    _served.append(1)
+    im, how = grab()
     sw, sh = im.size
     if size != "-":
         w, h = (int(v) for v in size.split("x"))

@@ -30,7 +30,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise EnvironmentProblem("the fleet needs Ray: pip install 'shinken[ray]'") from None
+        raise EnvironmentProblem("the fleet needs Ray: pip install 'shinken-cua[ray]'") from None
     return ray
 
 

@@ -190,7 +190,7 @@ class RayExecutor:
         try:
             import ray
         except ImportError:
-            raise EnvironmentProblem("--executor ray needs Ray: pip install 'shinken[ray]'") from None
+            raise EnvironmentProblem("--executor ray needs Ray: pip install 'shinken-cua[ray]'") from None
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {"ignore_reinit_error": True, "log_to_driver": False,
                                       "include_dashboard": False, "configure_logging": False}

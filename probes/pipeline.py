@@ -21,6 +21,7 @@ from shinken.bundles.selection import read_task_ids
 from shinken.errors import ShinkenError
 from shinken.judge.config import JudgeConfig
 from shinken.probes.executors import Job, LocalExecutor, RayExecutor, make_executor
+from shinken.probes import media_store
 from shinken.probes.final_receipt import build_receipt
 from shinken.probes.oracle import Oracle, bundle_oracle, oracle_dir
 from shinken.probes.receipts import ReceiptLog
@@ -59,6 +60,7 @@ class ProbeRequest:
     mock_urls: Path | None = None  # placeholder map to mocks run elsewhere (or name bindings with hub)
     oracle: Path | None = None  # --oracle DIR: per-task solution scripts (beside golden_patch.py in bundles)
     probes: tuple[str, ...] = DEFAULT_PROBES  # --probes: noop always; oracle when a task has one; vandal
+    media: bool = True  # --no-media: no start screenshots, no recordings (probes/media.py)
     # How long a retry waits for a restarted engine to answer again (env: tests and slow hosts).
     engine_wait_s: float = field(default_factory=lambda: float(os.environ.get("SHINKEN_PROBE_ENGINE_WAIT", "90")))
 
@@ -296,7 +298,8 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
     cfg = ProbeConfig(image=req.image, image_id=image_id, repeats=req.repeats, retries=req.retries,
                       accept_filesystem=req.state_fidelity == "filesystem", reward_timeout=req.reward_timeout,
                       setup_timeout=req.setup_timeout, settle_timeout=req.settle_timeout, run_id=run_dir.name, backoff_s=req.backoff_s,
-                      engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts, probes=tuple(req.probes))
+                      engine_wait_s=req.engine_wait_s, judge=req.judge, alerts=req.alerts, probes=tuple(req.probes),
+                      media=req.media)
     probed = 0
     with ReceiptLog(run_dir) as log, contextlib.ExitStack() as stack:
         todo: list[Job] = []
@@ -325,6 +328,7 @@ def run_probe(req: ProbeRequest, listener: ProbeListener | None = None, *,
             note = p.oracle_notes.get(line["task_id"])
             if note is not None and line.get("oracle") is None:
                 line = {**line, "oracle_note": note}
+            line = media_store.store(run_dir, line)  # its images into the run dir, their paths in the line
             log.append(line)
             probed += 1
             listener.finished(line)

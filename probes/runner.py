@@ -18,6 +18,7 @@ import orjson
 
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
+from shinken.probes import media
 from shinken.probes.oracle import Oracle, exit_code_of
 from shinken.probes.receipts import LINE_SCHEMA
 from shinken.probes import vandal as vandal_mod
@@ -64,6 +65,9 @@ class ProbeConfig:
     # and named in the receipt detail, table, report and dataset rows ("flag"), or dropped ("drop").
     alerts: str = "flag"
     probes: tuple[str, ...] = DEFAULT_PROBES  # --probes: which probes run (noop always)
+    # --no-media: no start-state screenshot, no recording of a solution (probes/media.py). Not in the
+    # config hash: the decision does not depend on it.
+    media: bool = True
 
     def config_hash(self, rollouts: tuple[Rollout, ...] = (), oracle: Oracle | None = None,
                     web: bool = False) -> str:
@@ -123,6 +127,8 @@ class _Attempt:
     alerts_named: bool = True  # --alerts flag: the kept detail names the start state's alerts
     oracle: dict[str, Any] | None = None  # the oracle run and its outcome (None: no oracle, or not reached)
     vandal: dict[str, Any] | None = None  # the vandal probe's variants and outcome (None: not run or not reached)
+    reward_tail: str | None = None  # the untouched state's reward output (the first computer's)
+    media: dict[str, Any] | None = None  # screenshots and recordings, as probes/media.py hands them over
 
 
 # Removing a container takes 0.1-0.5 s (more with a desktop in it): done off the critical
@@ -212,6 +218,8 @@ def _line(bundle_id: str, bundle_hash: str, cfg: ProbeConfig, config_hash: str, 
         "start_state": att.start_state,
         "oracle": att.oracle,
         "vandal": att.vandal,
+        **({"reward_tail": att.reward_tail} if att.reward_tail is not None else {}),
+        **({"media": att.media} if att.media is not None else {}),
         "golden": att.golden_tag,
         "node": socket.gethostname(),
         "finished_at": utc_now(precise=True),
@@ -246,9 +254,10 @@ def _computer(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConf
 
 
 def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, k: int,
-                tier: Tier) -> tuple[float, float, RewardResult, float]:
+                tier: Tier, shots: dict[Tier, dict[str, Any]] | None = None) -> tuple[float, float, RewardResult, float]:
     """One no-op probe on its own computer: made at `tier` (post-fork replay, relaunch and check,
-    or a full re-provision), then postconfig + reward."""
+    or a full re-provision), then postconfig + reward. The first one of a desktop task puts a
+    screenshot of the start state into `shots` (when media are on)."""
     t0 = time.monotonic()
     try:
         fork = _computer(provider, golden, bundle, cfg, tier)
@@ -258,6 +267,8 @@ def _noop_probe(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     try:
         fork_s = time.monotonic() - t0
         start_s = float(sum(fork.start_timings.get(p, 0.0) for p in START_PHASES))
+        if shots is not None and k == 0 and golden.needs_desktop:
+            shots[tier] = media.start_screenshot(fork, media.expects_window(golden))
         t1 = time.monotonic()
         rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         return fork_s, time.monotonic() - t1, rr, start_s
@@ -290,8 +301,14 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         raise _Dropped("setup_error", f"post-fork replay (replay {ro.index}): {_setup_detail(exc)}") from None
     try:
         ctx = new_context(fork)
+        rec = media.recording(fork, golden, cfg.media, f"replay {ro.index}")
         for call in ro.calls:
-            run_tool(ctx, call.name, call.arguments)
+            t = time.monotonic()
+            answer = run_tool(ctx, call.name, call.arguments)
+            if rec is not None:
+                rec.step(media.described_call(call.name, call.arguments), answer, time.monotonic() - t)
+        if rec is not None:
+            rec.stop()
         try:
             rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         except SetupError as exc:
@@ -299,8 +316,11 @@ def _replay(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig
         err = rr.error if rr.error is not None else (None if rr.reward is not None else "no reward")
         match = (err is None and rr.reward is not None and ro.reward is not None
                  and abs(rr.reward - ro.reward) <= REWARD_TOLERANCE)
-        return {"rollout": ro.index, "recorded": ro.reward, "reward": rr.reward, "match": bool(match),
-                "calls": len(ro.calls), "error": err}
+        out: dict[str, Any] = {"rollout": ro.index, "recorded": ro.reward, "reward": rr.reward, "match": bool(match),
+               "calls": len(ro.calls), "error": err, "reward_tail": _tail(rr.output_tail)}
+        if rec is not None:
+            out["recording"] = rec.finish(rr.reward, rr.output_tail)  # moved into the line's media by _attempt
+        return out
     finally:
         cleanup_later(fork.close)
 
@@ -309,7 +329,7 @@ def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
                 tier: Tier) -> dict[str, Any]:
     """Run the task's reference solution on a fresh computer at `tier` through the workspace's own
     `computer_exec` tool (the calls a `full_reward` verifier case replays), then score it."""
-    from shinken.computer.tools import new_context, run_tool
+    from shinken.computer.tools import EXEC, new_context, run_tool
     from shinken.sandbox.api import InfraError
 
     t0 = time.monotonic()
@@ -317,22 +337,36 @@ def _run_oracle(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
         fork = _computer(provider, golden, bundle, cfg, tier)
     except SetupError as exc:
         raise _Dropped("setup_error", f"post-fork replay (oracle): {_setup_detail(exc)}") from None
+    recording = None
     try:
         ctx = new_context(fork)
-        answers = [run_tool(ctx, name, args) for name, args in oracle.calls()]
+        rec = media.recording(fork, golden, cfg.media, "oracle")
+        answers = []
+        for name, args in oracle.calls():
+            t = time.monotonic()
+            answers.append(run_tool(ctx, name, args))
+            if rec is not None and name == EXEC:
+                rec.step(media.oracle_shown(oracle.name), answers[-1], time.monotonic() - t)
+        if rec is not None:
+            rec.stop()
         try:
             rr = fork.run_reward(bundle, timeout=cfg.reward_timeout)
         except SetupError as exc:
             raise _Dropped("setup_error", f"postconfig (oracle): {_setup_detail(exc)}") from None
+        if rec is not None:
+            recording = rec.finish(rr.reward, rr.output_tail)
     finally:
         cleanup_later(fork.close)
     if rr.error == "judge_error":
         raise InfraError(f"oracle: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
     err = rr.error if rr.error is not None else (None if rr.reward is not None else "no reward")
     head, _, out = answers[0].partition("\n")
-    return {**oracle.to_json(), "outcome": None, "reward": rr.reward, "reward_error": err,
-            "exit_code": exit_code_of(head), "script_tail": _tail(out if out else head),
-            "reward_tail": _tail(rr.output_tail), "s": round(time.monotonic() - t0, 4)}
+    rec_doc = {**oracle.to_json(), "outcome": None, "reward": rr.reward, "reward_error": err,
+               "exit_code": exit_code_of(head), "script_tail": _tail(out if out else head),
+               "reward_tail": _tail(rr.output_tail), "s": round(time.monotonic() - t0, 4)}
+    if recording is not None:
+        rec_doc["recording"] = recording  # moved into the line's media by _oracle_step
+    return rec_doc
 
 
 def _vandal_variant(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig, tier: Tier,
@@ -388,12 +422,13 @@ def _run_vandal(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeCo
     web = sorted({a for _, w, _ in done.values() for a in w})
     rewards: dict[str, float | None] = {}
     errors: dict[str, str | None] = {}
+    tails: dict[str, str] = {}
     for v, (_, _, rr) in done.items():
         if rr.error == "judge_error":
             raise InfraError(f"vandal {v}: the LLM judge did not answer; {_tail(rr.output_tail, 300)}")
-        rewards[v], errors[v] = rr.reward, rr.error
+        rewards[v], errors[v], tails[v] = rr.reward, rr.error, _tail(rr.output_tail)
     rec: dict[str, Any] = {"outcome": "vandal_no_files", "files": damaged, "rewards": rewards, "errors": errors,
-                           "s": round(time.monotonic() - t0, 4)}
+                           "reward_tails": tails, "s": round(time.monotonic() - t0, 4)}
     if web:
         rec["web"] = web  # absent for tasks without hub state: their records read as before
     if damaged or web:
@@ -431,11 +466,11 @@ def _score_own(own: Fork, bundle: Bundle, cfg: ProbeConfig) -> tuple[float, floa
 
 
 def _forks_at(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeConfig,
-              tier: Tier, k: int) -> list[tuple[float, float, RewardResult, float]]:
+              tier: Tier, k: int, shots: dict[Tier, dict[str, Any]] | None = None) -> list[tuple[float, float, RewardResult, float]]:
     """k no-op probes side by side at `tier`. An infra failure anywhere voids the attempt; a
     start-state mismatch is raised (StartStateError) so the caller can try the next tier."""
     with ThreadPoolExecutor(max_workers=min(k, MAX_PARALLEL_FORKS), thread_name_prefix="fork") as pool:
-        futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i, tier) for i in range(k)]
+        futures = [pool.submit(_noop_probe, provider, golden, bundle, cfg, i, tier, shots) for i in range(k)]
         results = []
         first_exc: BaseException | None = None
         for f in futures:  # wait for all: every fork is handed to cleanup before the attempt ends
@@ -544,6 +579,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     results: list[tuple[float, float, RewardResult, float]] = []
     computers: list[str] = []  # per result: "golden" (its own build computer) or the tier of a fork
     checked = 0
+    shots: dict[Tier, dict[str, Any]] | None = {} if cfg.media else None  # the start state per tier tried
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="golden-computer") as side:
         # Scored while the first tier's forks are made (it needs nothing from them).
         own_run = side.submit(_score_own, own, bundle, cfg) if own is not None else None
@@ -556,14 +592,14 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
         def n_forks(tier: Tier) -> int:
             return k - 1 if with_own(tier) else k
 
-        ahead = side.submit(_forks_at, provider, golden, bundle, cfg, Tier.REPROVISION, n_forks(Tier.REPROVISION)) \
-            if _reprovision_ahead(golden, tiers) else None
+        ahead = side.submit(_forks_at, provider, golden, bundle, cfg, Tier.REPROVISION, n_forks(Tier.REPROVISION),
+                            shots) if _reprovision_ahead(golden, tiers) else None
         for tier in tiers:
             try:
                 if tier is Tier.REPROVISION and ahead is not None:
                     results = ahead.result()
                 else:
-                    results = _forks_at(provider, golden, bundle, cfg, tier, n_forks(tier))
+                    results = _forks_at(provider, golden, bundle, cfg, tier, n_forks(tier), shots)
             except StartStateError as exc:
                 passed_over.append(str(exc))
                 continue
@@ -580,6 +616,9 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     if att.tier is None:
         raise _Dropped("fidelity", "no tier reproduces the start state the setup left: " + " | ".join(passed_over))
     att.start_state = _start_state(golden, checked=checked, passed_over=passed_over, computers=computers)
+    if shots is not None:
+        att.media = media.collect(att.media, start=shots.get(att.tier), desktop=golden.needs_desktop)
+    att.reward_tail = _tail(results[0][2].output_tail)
     for fork_s, reward_s, rr, start_s in results:
         att.fork_s.append(fork_s)
         att.reward_s.append(reward_s)
@@ -597,6 +636,7 @@ def _attempt(provider: Provider, bundle: Bundle, cfg: ProbeConfig, rollouts: tup
     t1 = time.monotonic()
     for ro in rollouts:
         rec = _replay(provider, golden, bundle, cfg, ro, att.tier)
+        att.media = media.collect(att.media, recording=rec.pop("recording", None))
         att.replay.append(rec)
     att.replay_s = time.monotonic() - t1
     bad = [r for r in att.replay if not r["match"]]
@@ -630,6 +670,7 @@ def _oracle_step(provider: Provider, golden: Golden, bundle: Bundle, cfg: ProbeC
     assert att.tier is not None
     if oracle is not None and "oracle" in cfg.probes:
         rec = _run_oracle(provider, golden, bundle, cfg, oracle, att.tier)
+        att.media = media.collect(att.media, recording=rec.pop("recording", None))
         rec["outcome"] = _judge_oracle(rec, values[0])
         att.oracle = rec
         solved = any(r["match"] and r["reward"] is not None and r["reward"] >= 1.0 - REWARD_TOLERANCE

@@ -11,7 +11,9 @@ from typing import Sequence
 from shinken.report.figures import Bin, Row, Timing
 
 FONT = 12
-LABEL_W = 150  # left column of bar labels
+LABEL_W = 150  # left column of bar labels, at least; wider when a label needs it
+CHAR_W = 7.2  # a character's width at FONT, rounded up from DejaVu Sans (6.4-6.8 px): texts are sized by it
+MAX_LABEL_SHARE = 0.45  # of the chart's width; a longer label is shortened with an ellipsis (full text on hover)
 BAR_H = 18
 GAP = 8
 
@@ -55,6 +57,27 @@ def _text(x: float, y: float, s: str, *, key: str | None = None, anchor: str = "
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{c}{k}>{escape(s)}</text>'
 
 
+def _text_w(s: str) -> float:
+    return len(s) * CHAR_W
+
+
+def _label_w(labels: Sequence[str], width: int) -> tuple[float, int]:
+    """The label column's width (the longest label fits, within MAX_LABEL_SHARE of the chart) and
+    the most characters a label may show in it."""
+    most = int(width * MAX_LABEL_SHARE)
+    need = max((_text_w(s) for s in labels), default=0.0) + 12
+    col = min(max(float(LABEL_W), need), float(most))
+    return col, int((col - 12) / CHAR_W + 1e-6)
+
+
+def _label(x: float, y: float, s: str, fits: int) -> str:
+    """A row label ending at x; one too long for its column is shortened, the full text its tooltip."""
+    if len(s) <= fits:
+        return _text(x, y, s, anchor="end")
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="end"><title>{escape(s)}</title>'
+            f"{escape(s[:max(fits - 1, 1)])}…</text>")
+
+
 def _rect(x: float, y: float, w: float, h: float, pattern: str, title: str) -> str:
     return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" height="{h:.1f}" fill="url(#{pattern})" '
             f'stroke="#1a202c" stroke-width="0.8"><title>{escape(title)}</title></rect>')
@@ -83,13 +106,14 @@ def legend(series: Sequence[Series], counts: dict[str, int] | None = None, key: 
 def stacked_bars(rows: Sequence[Row], series: Sequence[Series], key: str, label: str, width: int = 760) -> str:
     """One horizontal bar per row, a segment per series; segment numbers inside when they
     fit, the row total after the bar. Keys: `<key>.<row>.<series>`, `<key>.<row>.total`."""
-    plot = width - LABEL_W - 60
+    label_w, fits = _label_w([r.label for r in rows], width)
     most = max((r.total for r in rows), default=0) or 1
+    plot = width - label_w - 12 - _text_w(str(most))  # the longest total fits after the longest bar
     body = []
     for i, r in enumerate(rows):
         y = GAP + i * (BAR_H + GAP)
-        body.append(_text(LABEL_W - 6, y + BAR_H - 5, r.label, anchor="end"))
-        x = float(LABEL_W)
+        body.append(_label(label_w - 6, y + BAR_H - 5, r.label, fits))
+        x = label_w
         for s in series:
             n = r.parts.get(s.key, 0)
             w = plot * n / most
@@ -141,27 +165,36 @@ def histogram(bins: Sequence[Bin], series: Sequence[Series], edges: tuple[float,
 def timing_strips(timings: Sequence[Timing], key: str, label: str, width: int = 760) -> str:
     """Per stage, its own seconds axis: every value as a tick, the p50-p90 span as a box,
     and n / p50 / p90 / max written beside it."""
-    row_h, plot_w = 46, width - LABEL_W - 250
+    label_w, fits = _label_w([t.label for t in timings], width)
+
+    def stats_of(t: Timing) -> tuple[tuple[str, str], ...]:
+        top = t.quantile(1.0)
+        return (("n", str(t.n)), ("p50", f"{t.quantile(0.5):.2f}"), ("p90", f"{t.quantile(0.9):.2f}"), ("max", f"{top:.2f}"))
+
+    # What the widest stats line needs (as drawn: "n 24  p50 8.39  ... s"), the plot takes the rest.
+    stats_w = max((_text_w("  ".join(f"{k} {v}" for k, v in stats_of(t)) + " s") for t in timings if t.n),
+                  default=0.0)
+    row_h, plot_w = 46, width - label_w - stats_w - 24
     body = []
     for i, t in enumerate(timings):
         y = 10 + i * row_h
-        body.append(_text(LABEL_W - 6, y + 16, t.label, anchor="end"))
+        body.append(_label(label_w - 6, y + 16, t.label, fits))
         if not t.n:
-            body.append(_text(LABEL_W, y + 16, t.empty))
+            body.append(_text(label_w, y + 16, t.empty))
             continue
         top = t.quantile(1.0) or 1.0
-        x_of = lambda v: LABEL_W + plot_w * v / top  # noqa: E731
+        x_of = lambda v: label_w + plot_w * v / top  # noqa: E731
         p50, p90 = t.quantile(0.5), t.quantile(0.9)
-        body.append(f'<line x1="{LABEL_W}" y1="{y + 12}" x2="{LABEL_W + plot_w}" y2="{y + 12}" stroke="#a0aec0"/>')
+        body.append(f'<line x1="{label_w}" y1="{y + 12}" x2="{label_w + plot_w}" y2="{y + 12}" stroke="#a0aec0"/>')
         body.append(_rect(x_of(p50), y + 4, x_of(p90) - x_of(p50), 16, "hatch-grey", f"{t.label}: p50-p90"))
         body += [f'<line x1="{x_of(v):.1f}" y1="{y + 2}" x2="{x_of(v):.1f}" y2="{y + 22}" stroke="#1a202c" '
                  f'stroke-width="1"/>' for v in t.values]
         body.append(f'<line x1="{x_of(p50):.1f}" y1="{y}" x2="{x_of(p50):.1f}" y2="{y + 24}" stroke="#1a202c" '
                     f'stroke-width="3"/>')
-        body.append(_text(LABEL_W, y + 36, "0 s"))
-        body.append(_text(LABEL_W + plot_w, y + 36, f"{top:.2f} s", anchor="end"))
-        stats = (("n", str(t.n)), ("p50", f"{p50:.2f}"), ("p90", f"{p90:.2f}"), ("max", f"{top:.2f}"))
+        body.append(_text(label_w, y + 36, "0 s"))
+        body.append(_text(label_w + plot_w, y + 36, f"{top:.2f} s", anchor="end"))
+        stats = stats_of(t)
         spans = "  ".join(f'<tspan class="stat">{name}</tspan> <tspan class="total" data-k="{key}.{t.stage}.{name}">'
                           f"{val}</tspan>" for name, val in stats)
-        body.append(f'<text x="{LABEL_W + plot_w + 14}" y="{y + 16}" xml:space="preserve">{spans} s</text>')
+        body.append(f'<text x="{label_w + plot_w + 14}" y="{y + 16}" xml:space="preserve">{spans} s</text>')
     return _svg(width, 10 + len(timings) * row_h, body, label)

@@ -3,7 +3,7 @@
 # [-> profile] -> report -> publish, with default flags: every kept task's start state is
 # reproduced and checked (tiers snapshot, relaunch, reprovision; docs/tiers.md), including the
 # release-shaped desktop tasks whose setup leaves LibreOffice, evince or GIMP running. Reports land in out/demo/ (triage.json, receipt.json,
-# report.html, report.md), the dataset as it would go to the hub in out/demo/publish/
+# report.html, report.md, the task browser tasks/index.html), the dataset as it would go to the hub in out/demo/publish/
 # (--local-dir: nothing is uploaded); the NeMo Gym workspace goes outside the source tree
 # (Gym would mistake the repo for a Gym checkout): ~/shinken-demo-workspace unless WORKSPACE
 # says otherwise.
@@ -40,7 +40,7 @@ fi
 PROFILE=()
 [ -f "$OUT/profile/profile.json" ] && PROFILE=(--profile "$OUT/profile")
 "$S" report --triage "$OUT/triage.json" --receipt "$OUT/receipt.json" "${PROFILE[@]}" \
-  --html "$OUT/report.html" --md "$OUT/report.md"
+  --html "$OUT/report.html" --md "$OUT/report.md" --tasks "$OUT/tasks"   # open out/demo/tasks/index.html
 # The demo bundles are the project's own (Apache-2.0); a downloaded release carries its license.
 "$S" publish --repo-id "${PUBLISH_REPO:-shinken-demo/cua-gym-demo}" --receipt "$OUT/receipt.json" \
   --triage "$OUT/triage.json" "${PROFILE[@]}" --task-root demo --license apache-2.0 --local-dir "$OUT/publish"

@@ -21,6 +21,9 @@ want=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || ! .venv/bin/python -c 'import shinken.cli.main' 2>/dev/null; then
   log=.venv/install.log
   .venv/bin/pip install -q --upgrade pip >"$log" 2>&1 || true
+  # The distribution was named `shinken` before (taken on PyPI by another project): drop that install.
+  if .venv/bin/pip show -q shinken >/dev/null 2>&1; then .venv/bin/pip uninstall -q -y shinken >>"$log" 2>&1 || true; fi
+  rm -rf shinken.egg-info  # its metadata, left by the editable install of that name
   if ! .venv/bin/pip install -q -c constraints.txt -e '.[dev,ray]' >>"$log" 2>&1 || ! .venv/bin/python -c 'import shinken.cli.main'; then
     tail -30 "$log" >&2; echo "shinken: installing into .venv failed (log: $log)" >&2; exit 1
   fi
@@ -44,6 +47,12 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   echo "shinken: installing chromium (report tests) ..." >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null 2>&1 || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null; }
+fi
+# `shinken watch` serves noVNC through Debian's websockify (x11vnc runs in the fork; installed once).
+if { ! command -v websockify >/dev/null 2>&1 || [ ! -f /usr/share/novnc/vnc.html ]; } && [ "$(id -u)" = 0 ]; then
+  echo "shinken: installing websockify and novnc (shinken watch) ..." >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends websockify novnc >/dev/null 2>&1 || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends websockify novnc >/dev/null; }
 fi
 # SHINKEN_SETUP_ONLY=venv (scripts/test.sh --fast): stop before the engine and the images.
 if [ "${SHINKEN_SETUP_ONLY:-}" = venv ]; then exit 0; fi

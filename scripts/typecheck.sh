@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Type-check the substrate (sandbox/, probes/, computer/, provider/), judge/, needs/, triage/, bundles/, profiles/, report/,
-# download/, publish/, images/, mockweb/, workspace/, fleet/ and reclaim.py with mypy, settings in
+# download/, publish/, images/, mockweb/, workspace/, fleet/, live/ and reclaim.py with mypy, settings in
 # pyproject.toml [tool.mypy]. The repository root is the `shinken` package itself, so
 # mypy sees it through a `shinken` link in a scratch folder.
 set -euo pipefail
@@ -18,4 +18,4 @@ MYPYPATH="$repo/images/guest" "$repo/.venv/bin/python" -m mypy --config-file "$r
 exec "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
   -p shinken.sandbox -p shinken.probes -p shinken.computer -p shinken.profiles -p shinken.report -p shinken.judge -p shinken.needs -p shinken.triage -p shinken.bundles \
   -p shinken.download -p shinken.publish -p shinken.images -p shinken.provider -p shinken.mockweb -p shinken.workspace \
-  -p shinken.fleet -p shinken.integrity -m shinken.reclaim -m shinken.failure_kinds "$@"
+  -p shinken.fleet -p shinken.live -p shinken.integrity -m shinken.reclaim -m shinken.failure_kinds "$@"

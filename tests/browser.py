@@ -153,28 +153,29 @@ class Page:
     width: int
     height: int
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
+    evaluated: Any = None  # what `expression` (open_page's argument) returned on the loaded page
 
 
 PROBLEMS = {"Runtime.exceptionThrown", "Network.loadingFailed"}
 
 
-def open_page(browser: Browser, path: Path, width: int = 1100) -> Page:
+def navigate(browser: Browser, url: str, width: int = 1100, height: int = 900) -> tuple[str, int]:
+    """A new tab at `url`, loaded (its load event fired); returns the session and the index of
+    its first event (for `problems_since`)."""
     s = browser.session()
     for domain in ("Page", "Runtime", "Log", "Network"):
         browser.call(f"{domain}.enable", {}, s)
     browser.call("Emulation.setDeviceMetricsOverride",
-                 {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, s)
+                 {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, s)
     since = len(browser.events)
-    browser.call("Page.navigate", {"url": Path(path).resolve().as_uri()}, s)
+    browser.call("Page.navigate", {"url": url}, s)
     browser.wait_event("Page.loadEventFired", s, since)
-    values = browser.evaluate(s, "(() => { const o = {}; for (const e of document.querySelectorAll('[data-k]')) "
-                                 "(o[e.dataset.k] ||= []).push(e.textContent.trim()); return o; })()")
-    metrics = browser.call("Page.getLayoutMetrics", {}, s)["cssContentSize"]
-    w, h = int(metrics["width"]), int(metrics["height"])
-    browser.call("Emulation.setDeviceMetricsOverride",
-                 {"width": width, "height": h, "deviceScaleFactor": 1, "mobile": False}, s)
-    png = base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
-                                        s)["data"])
+    return s, since
+
+
+def problems_since(browser: Browser, s: str, since: int) -> tuple[list[str], list[str]]:
+    """Console errors and warnings, uncaught exceptions and failed loads of session `s` since event
+    `since`, and every URL it asked for."""
     mine = [e for e in browser.events[since:] if e.get("sessionId") == s]
     problems = []
     for e in mine:
@@ -186,17 +187,38 @@ def open_page(browser: Browser, path: Path, width: int = 1100) -> Page:
         elif m in PROBLEMS:
             problems.append(f"{m}: {json.dumps(p)[:300]}")
     requests = [e["params"]["request"]["url"] for e in mine if e.get("method") == "Network.requestWillBeSent"]
-    return Page(problems, values, png, w, h, requests)
+    return problems, requests
 
 
-def image_stats(browser: Browser, png: bytes) -> dict[str, Any]:
-    """Decode `png` in the browser: size, share of pixels that are not near-white, and the
-    number of distinct colours among a sample of pixels."""
+def screenshot(browser: Browser, s: str, width: int) -> tuple[bytes, int, int]:
+    """The whole page as a PNG (the viewport grown to the page's height first), and its size."""
+    metrics = browser.call("Page.getLayoutMetrics", {}, s)["cssContentSize"]
+    w, h = int(metrics["width"]), int(metrics["height"])
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": h, "deviceScaleFactor": 1, "mobile": False}, s)
+    png = base64.b64decode(browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True},
+                                        s, timeout=240)["data"])  # a tall page on a loaded machine
+    return png, w, h
+
+
+def open_page(browser: Browser, path: Path, width: int = 1100, expression: str | None = None) -> Page:
+    s, since = navigate(browser, Path(path).resolve().as_uri(), width)
+    values = browser.evaluate(s, "(() => { const o = {}; for (const e of document.querySelectorAll('[data-k]')) "
+                                 "(o[e.dataset.k] ||= []).push(e.textContent.trim()); return o; })()")
+    evaluated = browser.evaluate(s, expression) if expression else None
+    png, w, h = screenshot(browser, s, width)
+    problems, requests = problems_since(browser, s, since)
+    return Page(problems, values, png, w, h, requests, evaluated)
+
+
+def image_stats(browser: Browser, png: bytes, mime: str = "image/png") -> dict[str, Any]:
+    """Decode `png` (or another image of `mime`: its first frame) in the browser: size, share of
+    pixels that are not near-white, and the number of distinct colours among a sample of pixels."""
     s = browser.session()
     data = base64.b64encode(png).decode()
     return browser.evaluate(s, """new Promise((done, fail) => {
       const img = new Image();
-      img.onerror = () => fail(new Error('not a decodable PNG'));
+      img.onerror = () => fail(new Error('not a decodable image'));
       img.onload = () => {
         const c = document.createElement('canvas'); c.width = img.width; c.height = img.height;
         const g = c.getContext('2d'); g.drawImage(img, 0, 0);
@@ -208,7 +230,7 @@ def image_stats(browser: Browser, png: bytes) -> dict[str, Any]:
         }
         done({width: c.width, height: c.height, ink: ink / (px.length / 4), colours: colours.size});
       };
-      img.src = 'data:image/png;base64,""" + data + """';
+      img.src = 'data:""" + mime + """;base64,""" + data + """';
     })""")
 
 

@@ -3,6 +3,7 @@ renderer's figures), and the checks a rendered page must pass in a real browser.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -85,6 +86,30 @@ def _number(text: str) -> float:
     return float(text.split()[-1])  # "max-pass 0.9" -> 0.9
 
 
+def write_inputs(folder: Path, **docs: dict) -> dict[str, Path]:
+    """Each document as `<name>.json` in `folder`, for the command line: name -> its path."""
+    paths = {}
+    for name, doc in docs.items():
+        paths[name] = folder / f"{name}.json"
+        paths[name].write_text(json.dumps(doc))
+    return paths
+
+
+# Every chart text's box as drawn, and the chart's own box: a label starting left of 0 or ending
+# right of the width is cut off on the page (the viewBox clips it).
+CLIPPED_TEXTS = """(() => { const out = [];
+  for (const svg of document.querySelectorAll('svg.chart')) {
+    const vb = svg.viewBox.baseVal;
+    for (const t of svg.querySelectorAll('text')) {
+      const b = t.getBBox();
+      if (b.x < vb.x - 0.5 || b.x + b.width > vb.x + vb.width + 0.5)
+        out.push({text: t.textContent, x: Math.round(b.x), right: Math.round(b.x + b.width), width: vb.width,
+                  chart: svg.getAttribute('aria-label')});
+    }
+  }
+  return out; })()"""
+
+
 def check_page(html: Path, triage: dict | None, receipt: dict | None, profile: dict | None,
                png_out: Path | None = None) -> dict[str, Any]:
     """Open `html` in headless Chromium and check: no console errors or failed loads, no
@@ -93,9 +118,10 @@ def check_page(html: Path, triage: dict | None, receipt: dict | None, profile: d
     binary = br.chromium_path()
     assert binary, "chromium is not installed; run scripts/setup.sh (it installs Debian's chromium)"
     with br.Browser(binary) as b:
-        page = br.open_page(b, html)
+        page = br.open_page(b, html, expression=CLIPPED_TEXTS)
         stats = br.image_stats(b, page.png)
     assert page.problems == [], page.problems
+    assert page.evaluated == [], f"chart texts cut off at the chart's edge: {page.evaluated}"
     assert page.requests == [html.resolve().as_uri()], page.requests  # nothing fetched at view time
     for key, values in page.values.items():
         for v in values:

@@ -520,7 +520,7 @@ def test_generated_set_every_drop_reason(sandbox_image: str, tmp_path: Path) -> 
     assert [x["match"] for x in by_id["g-replay-ok"]["replay"]] == [True, True]
     assert by_id["g-replay-ok"]["replay"][0]["reward"] == 1.0
     assert by_id["g-replay-bad"]["replay"][0] == {"rollout": 0, "recorded": 1.0, "reward": 0.0, "match": False,
-                                                 "calls": 1, "error": None}
+                                                 "calls": 1, "error": None, "reward_tail": "REWARD: 0.0"}
     assert len(set(by_id["g-nondet"]["rewards"])) == 2
     assert "missing_app" in by_id["g-blocked"]["detail"]
     assert by_id["g-defective"]["detail"].startswith("missing_reward")

@@ -136,6 +136,42 @@ def test_oracle_and_vandal_outcomes_figure(inputs: dict, tmp_path: Path) -> None
     assert "oracle and vandal" not in shinken("report", "--receipt", str(inputs["paths"]["receipt"]), "--md", "-").stdout
 
 
+def test_long_bar_labels_are_not_cut(inputs: dict, tmp_path: Path) -> None:
+    """Every drop reason the probe has (the longest, reward_passes_vandalism, was cut on the left)
+    and a long app type, drawn in Chromium: every chart text inside its chart (check_page)."""
+    from shinken.probes.runner import REASONS
+
+    receipt = json.loads(json.dumps(inputs["receipt"]))
+    lines = receipt["tasks"]
+    for i, reason in enumerate(REASONS):
+        if i >= len(lines):
+            lines.append({**lines[0], "task_id": f"extra-{reason}"})
+        lines[i]["outcome"], lines[i]["reason"] = "dropped", reason
+    receipt["summary"]["total"] = len(lines)
+    receipt["summary"]["by_reason"] = dict(Counter(t["reason"] for t in lines if t["reason"]))
+    receipt["summary"]["dropped"] = sum(receipt["summary"]["by_reason"].values())
+    receipt["summary"]["kept"] = len(lines) - receipt["summary"]["dropped"]
+    triage = json.loads(json.dumps(inputs["triage"]))
+    triage["tasks"][0]["app_type"] = "libreoffice_impress_with_a_long_name"
+    paths = report_check.write_inputs(tmp_path, receipt=receipt, triage=triage)
+    page = tmp_path / "r.html"
+    r = shinken("report", "--triage", str(paths["triage"]), "--receipt", str(paths["receipt"]), "--html", str(page))
+    assert r.returncode == 0, r.stderr
+    assert "reward_passes_vandalism" in page.read_text()
+    report_check.check_page(page, triage, receipt, None, png_out=tmp_path / "r.png")
+
+
+def test_a_label_longer_than_its_column_is_shortened_with_its_full_text_on_hover() -> None:
+    from shinken.report.figures import Row
+    from shinken.report.svg import MAX_LABEL_SHARE, CHAR_W, stacked_bars
+
+    label = "thunderbird: " + "a very long alert title " * 5
+    chart = stacked_bars([Row("a", label, {"n": 3})], report_html.COUNT_SERIES, "alert", "alerts", width=760)
+    shown = re.search(r"</title>([^<]*)</text>", chart)
+    assert f"<title>{label}</title>" in chart and shown and shown.group(1).endswith("…")
+    assert len(shown.group(1)) * CHAR_W <= 760 * MAX_LABEL_SHARE
+
+
 @pytest.mark.parametrize("args,message", [
     (["--html", "{tmp}/r.html"], "nothing to report"),
     (["--triage", "{triage}"], "no output"),

@@ -22,6 +22,9 @@ from pathlib import Path
 import shinken
 from shinken.workspace.closure import Closure, import_closure
 
+# The installed distribution whose requirements and version the wheel takes (pyproject.toml's name).
+# The vendored wheel keeps the name `shinken`: it is a subset installed from the workspace only.
+DISTRIBUTION = "shinken-cua"
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)  # fixed timestamps: same sources, same wheel bytes
 # The NeMo Gym sandbox provider rides in every workspace wheel, registered like pyproject.toml
 # registers it, so Gym's registry finds `shinken` wherever the wheel is installed.
@@ -56,7 +59,7 @@ def _requirements(closure: Closure) -> list[str]:
     provides = _provides()
     needed = {_normalize(d) for top in closure.third_party for d in provides.get(top, [])}
     out = []
-    for req in importlib.metadata.requires("shinken") or []:
+    for req in importlib.metadata.requires(DISTRIBUTION) or []:
         if "extra ==" in req:
             continue
         name = re.split(r"[ ;<>=!~\[]", req, maxsplit=1)[0]
@@ -82,7 +85,7 @@ def build_wheel(dest_dir: Path, entry_sources: list[str]) -> Path:
     for arc, data in files:
         src_hash.update(arc.encode() + b"\0" + hashlib.sha256(data).digest())
     src_hash.update("\n".join(requirements).encode())
-    meta = importlib.metadata.metadata("shinken")
+    meta = importlib.metadata.metadata(DISTRIBUTION)
     version = f"{meta['Version'].split('+')[0]}+g{src_hash.hexdigest()[:8]}"
     dist_info = f"shinken-{version}.dist-info"
 
