@@ -78,5 +78,5 @@ def answers(address: str, env: Mapping[str, str] | None = None) -> None:
         raise ShinkenError(f"the Ray head at {address} refused this machine's token ({ray_auth.token_source(env)}): "
                            f"{ray_auth.HAND_OVER}") from None
     if doc["error"] == "ray":
-        raise EnvironmentProblem(f"the fleet needs Ray: pip install 'shinken[ray]' ({doc.get('detail')})")
+        raise EnvironmentProblem(f"the fleet needs Ray: pip install 'shinken-cua[ray]' ({doc.get('detail')})")
     raise ShinkenError(f"{address} did not answer as a Ray head ({doc.get('detail')}): check --address") from None
