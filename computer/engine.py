@@ -40,6 +40,7 @@ from shinken.judge.config import JudgeConfig
 from shinken.failure_kinds import kind_of, reason
 from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, InfraError, Provider,
                                  SessionError, SetupError, StartStateError)
+from shinken.sandbox import connect_secret
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
 
@@ -585,13 +586,14 @@ class ComputerEngine:
         return first
 
     def sandbox_id(self, session: str, generation: str) -> str | None:
-        """The container id of the rollout's computer, for agents that borrow it as a NeMo Gym
-        sandbox (the seed response's `sandbox_handle`; the `shinken` provider's connect takes it);
-        None for a rollout started masked (no computer). Counts as use: the idle reaper's clock
-        restarts."""
-        fork_id: str | None = self.in_rollout(session, generation, "the sandbox handle",
-                                              lambda ctx: ctx.fork.id)
-        return fork_id if isinstance(fork_id, str) else None
+        """The rollout's computer as `<container id>:<owner secret>`, for agents that borrow it as
+        a NeMo Gym sandbox (the seed response's `sandbox_handle`; the `shinken` provider's connect
+        takes it, and nothing less); None for a rollout started masked (no computer) or a computer
+        without a secret. Counts as use: the idle reaper's clock restarts."""
+        handle: str | None = self.in_rollout(
+            session, generation, "the sandbox handle",
+            lambda ctx: connect_secret.handle(ctx.fork.id, ctx.fork.connect_secret) if ctx.fork.connect_secret else None)
+        return handle if isinstance(handle, str) else None
 
     def in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
         """fn(the rollout's tool context) under the session's lock, as a tool call runs (tests and

@@ -258,6 +258,8 @@ class Fork(Protocol):
     # How it was made to show the start state (shinken.tiers.Tier) and what that took per phase.
     tier: Any
     start_timings: dict[str, float]
+    # What opens it to the `shinken` provider's connect (sandbox/connect_secret.py); None: not connectable.
+    connect_secret: str | None
 
 
 class ForkPool(Protocol):

@@ -18,7 +18,7 @@ import docker
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
 from shinken.judge.relay import JudgeRelay, shared_relay
-from shinken.sandbox import goldens, judge_placement, start_state
+from shinken.sandbox import connect_secret, goldens, judge_placement, start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, UnsettledDesktop
 from shinken.sandbox.container import DESKTOP_UP_TIMEOUT_S, Container, UserIds, start_container
 from shinken.sandbox.desktop import DesktopRecord
@@ -189,14 +189,15 @@ class DockerProvider:
         if tier is Tier.REPROVISION:
             raise SessionError("a re-provision tier computer is made with provision(), not fork()")
         net = golden.network if network is None else network
+        secret, secret_labels = connect_secret.new()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
-                                   goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, **(extra_labels or {}), **secret_labels,
+                                   LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
         t0 = time.monotonic()
         cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
                               desktop=golden.needs_desktop, hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid), network=net)
-        fork.tier = tier
+        fork.tier, fork.connect_secret = tier, secret
         with self._lock:
             self._forks.add(fork)
         try:
@@ -248,14 +249,15 @@ class DockerProvider:
         whole setup run on it, its desktop checked against the golden's record (StartStateError
         when it differs), then the bundle's post-fork steps."""
         t0 = time.monotonic()
+        secret, secret_labels = connect_secret.new()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
-                                   goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, **(extra_labels or {}), **secret_labels,
+                                   LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
         cid = start_container(self.api, golden.base_image_id, labels,
                               self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop,
                               hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid))
-        fork.tier = Tier.REPROVISION
+        fork.tier, fork.connect_secret = Tier.REPROVISION, secret
         with self._lock:
             self._forks.add(fork)
         try:

@@ -42,6 +42,7 @@ class DockerFork(Container):
         self.golden = golden
         self.web_sid: str | None = None  # this fork's own hub sid (mock web tasks)
         self.tier: Tier | None = None  # how this computer was made to show the start state
+        self.connect_secret: str | None = None  # what the provider's connect asks for (sandbox/connect_secret.py)
         # Where making it took its time: container_s, desktop_s, then the relaunch's clean_s,
         # launch_s and wait_s (first_window_s of it until any window showed; settle_s of it from the
         # golden's windows showing to the relaunched apps going idle), or setup_s.
