@@ -52,6 +52,8 @@ REASONS: dict[str, str] = {
     "infra": PROVIDER_UNAVAILABLE,
     # the computer's disk (the engine's data root) was full when the reward read an unsolved task
     "disk_full": PROVIDER_QUOTA_EXHAUSTED,
+    # the computer wrote past its share of the engine's disk and was stopped (sandbox/disk_quota.py)
+    "disk_quota": PROVIDER_QUOTA_EXHAUSTED,
     # the mock web hub holding the rollout's state died, stopped or restarted under it
     "hub_lost": PROVIDER_UNAVAILABLE,
     # the rollout's container is gone (killed, removed, stopped) or its session was closed

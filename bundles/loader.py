@@ -119,6 +119,11 @@ def _scan_files(folder: str, defects: list[Defect]) -> tuple[dict[str, int], dic
             continue
         name = entry.name
         try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # it would end up in UTF-8 reports: the bundle is defective, not the run
+            defects.append(Defect("unreadable", "file name is not UTF-8; rename it", shown_path(entry.path)))
+            continue
+        try:
             size, digest, data = _read_file(entry.path, MAX_TASK_FILE if name in TASK_FILE_NAMES else _SMALL_READ)
         except _TooLarge as exc:
             defects.append(Defect("too_large", f"{exc.size} bytes > {MAX_BUNDLE_FILE}", entry.path))
@@ -493,6 +498,11 @@ def discover_entries(root: str | os.PathLike[str]) -> tuple[list[str], list[str]
     and triage build on it); str paths from one scandir, since 10,910 Path objects cost
     ~0.3 s. Symlinked entries are never loaded as bundles; triage reports them."""
     root = Path(root)
+    try:
+        str(root).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ShinkenError(f"{shown_path(root)}: the task root's path is not UTF-8; rename it or pass it by a "
+                           "UTF-8 path (a symlink named in UTF-8 works)") from None
     if not root.exists():
         if root.is_symlink():
             raise ShinkenError(f"{root}: a symlink that does not resolve (a loop or a dangling link); pass the real folder")
@@ -520,9 +530,27 @@ def discover_entries(root: str | os.PathLike[str]) -> tuple[list[str], list[str]
                     folders.append(e.path)
     except OSError as exc:
         raise ShinkenError(f"{base}: cannot list the task root ({exc.strerror})") from None
+    for path in (*folders, *links):
+        _require_utf8(path, base)
     folders.sort(key=os.path.basename)
     links.sort(key=os.path.basename)
     return folders, links
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as text that can be printed and written to UTF-8 files (JSON, receipts): the
+    bytes of a name that is not UTF-8 shown as backslash escapes."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _require_utf8(path: str, base: str) -> None:
+    """Task ids are folder names and end up in UTF-8 reports, receipts and rows: a name that
+    is not UTF-8 is refused here, once, instead of failing whichever writer meets it first."""
+    try:
+        os.path.basename(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ShinkenError(f"{shown_path(base)}: the entry '{shown_path(os.path.basename(path))}' has a name that is "
+                           "not UTF-8; rename it (task ids become report, receipt and dataset fields)") from None
 
 
 def discover(root: str | os.PathLike[str]) -> list[Path]:

@@ -13,8 +13,8 @@ import typer
 from rich.markup import escape
 
 from shinken import __version__
-from shinken.cli import (common, download, fleet, gc, hub, image, make_workspace, probe, profile, publish, report, triage,
-                         watch)
+from shinken.cli import (common, download, fleet, gc, hub, image, interrupt, make_workspace, probe, profile, publish,
+                         report, triage, watch)
 from shinken.cli.common import add_command
 from shinken.errors import EXIT_INTERRUPTED, EXIT_USAGE, ShinkenError
 
@@ -71,14 +71,18 @@ def main() -> None:
     """Every way a command ends: its exit code, and for errors one line on stderr."""
     try:
         # standalone_mode=False returns typer.Exit codes instead of raising them.
-        rc = app(standalone_mode=False, prog_name="shinken")  # one name however it was started (-m, entry point, tests)
+        with interrupt.exit_within(EXIT_INTERRUPTED):  # Ctrl-C ends it within ~1 s, whichever thread takes it
+            rc = app(standalone_mode=False, prog_name="shinken")  # one name however it was started (-m, entry point, tests)
+        if interrupt.by_signal():  # Ctrl-C inside the command: typer made it exit code 130
+            common.err.print("shinken: interrupted")
+            interrupt.finish(EXIT_INTERRUPTED)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except ShinkenError as exc:  # bad input (2), failed work (1), missing environment (3)
         _fail(str(exc), exc.exit_code)
     except KeyboardInterrupt:
         common.err.print("shinken: interrupted")
-        sys.exit(EXIT_INTERRUPTED)
+        interrupt.finish(EXIT_INTERRUPTED)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -37,6 +37,10 @@ def publish(
         Optional[bool], typer.Option("--private/--public", help="Visibility of a repo publish creates (default private).")
     ] = None,
     create_pr: Annotated[bool, typer.Option("--create-pr", help="Open a pull request instead of committing.")] = False,
+    overwrite_foreign: Annotated[bool, typer.Option(
+        "--overwrite-foreign-repo",
+        help="Publish into an existing repo whose card is not a shinken dataset's: its data/ and artifacts/ files, "
+             "README.md and provenance.json are replaced or deleted (refused without this).")] = False,
     local_dir: Annotated[
         Optional[Path], typer.Option("--local-dir", help="Write the files here for review instead of uploading.")
     ] = None,
@@ -67,6 +71,7 @@ def publish(
     res = run_publish(PublishOptions(
         repo_id=repo_id, receipt=receipt, triage=triage, profile=profile, task_root=task_root, revision=revision,
         private=private, create_pr=create_pr, local_dir=local_dir, message=message, license=license, name=name,
+        overwrite_foreign=overwrite_foreign,
         split=SplitOptions(val_fraction=val_fraction, seed=seed, stratify=stratify)),
         say=lambda line: output.note(f"shinken: {line}"))
 

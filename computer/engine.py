@@ -39,7 +39,8 @@ from shinken.images.build import DEFAULT_IMAGE
 from shinken.judge.config import JudgeConfig
 from shinken.failure_kinds import kind_of, reason
 from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, InfraError, Provider,
-                                 SessionError, SetupError, StartStateError)
+                                 QuotaExceeded, SessionError, SetupError, StartStateError)
+from shinken.sandbox import connect_secret, disk_quota
 from shinken.sandbox.ownership import LABEL_MADE_BY
 from shinken.tiers import Tier, parse_tier, serving_tier
 
@@ -136,6 +137,8 @@ def _outage(exc: BaseException) -> bool:
 def _infra_code(exc: BaseException) -> str:
     """fork_lost when the rollout's own container (or its session) is gone, disk_full and
     hub_lost for those, else infra."""
+    if isinstance(exc, QuotaExceeded):
+        return "disk_quota"
     if isinstance(exc, DiskFull):
         return "disk_full"
     if isinstance(exc, HubLost):
@@ -154,7 +157,8 @@ class ComputerEngine:
                  judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None,
                  demand_pools: bool = DEFAULTS.demand_pools,
                  demand: DemandPolicy | None = None, warm_budget: Callable[[], int] | None = None,
-                 desktop_mib: float = 600.0, golden_source: Callable[[Any, Bundle, str], Golden] | None = None) -> None:
+                 desktop_mib: float = 600.0, golden_source: Callable[[Any, Bundle, str], Golden] | None = None,
+                 disk_share_mib: float | None = None) -> None:
         self.task_root = Path(task_root)
         # Where a golden this engine lacks comes from: (provider, bundle, base image id) -> Golden;
         # default the provider's ensure_golden (found or built here). A fleet host copies through
@@ -187,6 +191,7 @@ class ComputerEngine:
         self._bundles: dict[str, Bundle] = {}
         self._all_loaded = False
         self._owns_provider = provider is None
+        share = disk_quota.share_mib(disk_share_mib)  # a served computer's share of the disk (MiB; 0: none)
         # mockweb.runs.WebPlan: web tasks are materialized for its hub and forked with their own
         # sids; the session (hub container + network) lives as long as the engine.
         self.web_plan = web
@@ -199,8 +204,10 @@ class ComputerEngine:
 
                 self.web_session = web.session(connect(), run_id=f"server-{os.getpid()}", labels=ENGINE_LABELS)
             # judged rewards reach the judge through the relay
-            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS, web=self.web_session)
+            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS, web=self.web_session, disk_share_mib=share)
         self.provider = provider
+        # Each served computer's share of the engine's disk, where the storage driver does not hold it to it.
+        self.disk_watch = disk_quota.DiskWatch(getattr(provider, "api", None), share)
         self._lock = threading.Lock()  # guards the registries below, never held across Docker calls
         self._sessions: dict[str, _Session] = {}
         self._goldens: OrderedDict[str, _GoldenEntry] = OrderedDict()  # LRU order: oldest first
@@ -554,6 +561,7 @@ class ComputerEngine:
                     sess.failure_code, sess.failure_stage = "start_state", "seed"
                 else:
                     sess.fork, sess.ctx = fork, new_context(fork)
+                    self.disk_watch.watch(fork)
                     sess.infra_failure, sess.failure_code, sess.failure_stage = None, "infra", "agent"
                 sess.generation = f"g{secrets.token_hex(12)}"
                 sess.last_used = time.monotonic()
@@ -585,13 +593,14 @@ class ComputerEngine:
         return first
 
     def sandbox_id(self, session: str, generation: str) -> str | None:
-        """The container id of the rollout's computer, for agents that borrow it as a NeMo Gym
-        sandbox (the seed response's `sandbox_handle`; the `shinken` provider's connect takes it);
-        None for a rollout started masked (no computer). Counts as use: the idle reaper's clock
-        restarts."""
-        fork_id: str | None = self.in_rollout(session, generation, "the sandbox handle",
-                                              lambda ctx: ctx.fork.id)
-        return fork_id if isinstance(fork_id, str) else None
+        """The rollout's computer as `<container id>:<owner secret>`, for agents that borrow it as
+        a NeMo Gym sandbox (the seed response's `sandbox_handle`; the `shinken` provider's connect
+        takes it, and nothing less); None for a rollout started masked (no computer) or a computer
+        without a secret. Counts as use: the idle reaper's clock restarts."""
+        handle: str | None = self.in_rollout(
+            session, generation, "the sandbox handle",
+            lambda ctx: connect_secret.handle(ctx.fork.id, ctx.fork.connect_secret) if ctx.fork.connect_secret else None)
+        return handle if isinstance(handle, str) else None
 
     def in_rollout(self, session: str, generation: str, what: str, fn: Callable[[ToolContext], Any]) -> Any:
         """fn(the rollout's tool context) under the session's lock, as a tool call runs (tests and
@@ -705,6 +714,7 @@ class ComputerEngine:
         sess.fork = sess.ctx = sess.generation = sess.task_id = None
         sess.infra_failure = None
         if fork is not None:
+            self.disk_watch.forget(fork.id)
             self._try_delete(f"fork {fork.id[:12]}", fork.close)
             self._release_golden(task_id)
 
@@ -838,6 +848,7 @@ class ComputerEngine:
                 self._idle.wait()
             sessions = list(self._sessions.values())
         self._stop.set()
+        self.disk_watch.close()
         self._thread.join(timeout=60)
         if self._sizer is not None:
             self._sizer.join(timeout=60)

@@ -35,6 +35,7 @@ from shinken.sandbox.api import (
     HubLost,
     ImageMissing,
     InfraError,
+    QuotaExceeded,
     SandboxError,
     SessionError,
     SetupError,
@@ -73,6 +74,7 @@ ANSWERS: dict[type[BaseException], Answer] = {
     EnvironmentProblem: INFRA,
     ForkLost: LOST,
     DiskFull: Answer(503, "infra_error", PROVIDER_QUOTA_EXHAUSTED),
+    QuotaExceeded: Answer(503, "infra_error", PROVIDER_QUOTA_EXHAUSTED),  # past its disk share: stopped
     HubLost: INFRA,
     # the computer made for the rollout does not show the golden's desktop (docs/tiers.md)
     StartStateError: INFRA,

@@ -7,7 +7,7 @@ A Gym config names the provider in a `sandbox:` block; its keys become ProviderC
     sandbox:
       shinken:
         task_root: /data/cua-gym/final     # where provider_options.task_id is looked up
-        default_ttl_s: 3600                # sandboxes without ttl_s expire after this
+        default_ttl_s: 3600                # sandboxes without ttl_s expire after this (the default; null: never)
         limits: {cpus: 2, memory_mib: 2048, pids: 512}
         pool_size: 2                       # warm forks per task, filled after its first create
         hub_image: shinken/hub:latest      # web tasks: forks join this hub's network, each with its own sid
@@ -82,7 +82,10 @@ class ProviderConfig:
     task_root: str | None = None  # default for provider_options.task_root
     image: str | None = None  # the base image task goldens are built on (default: shinken's cua image)
     accept_filesystem: bool = False  # serve unchecked filesystem-tier forks (SHINKEN_STATE_FIDELITY=filesystem)
-    default_ttl_s: float | None = None  # ttl_s of a spec that names none (None: no expiry)
+    # ttl_s of a spec that names none; an explicit null: no expiry (sandboxes live until closed, or
+    # until `shinken gc` once their creator died)
+    default_ttl_s: float | None = 3600.0
+    reap_interval_s: float = 30.0  # how often the provider removes its sandboxes past their ttl_s
     exec_timeout_s: float = 180.0  # an exec without timeout_s
     setup_timeout_s: float = 600.0  # building a task's golden
     network: str = "bridge"  # image sandboxes: bridge, none, or the name of a Docker network (ports need one)
@@ -114,7 +117,9 @@ class ProviderConfig:
             raise ConfigProblem(f"sandbox.shinken.accept_filesystem: expected true or false, got {accept!r}")
         return cls(
             task_root=text("task_root"), image=text("image"), accept_filesystem=accept,
-            default_ttl_s=_number("default_ttl_s", raw.get("default_ttl_s"), minimum=1, allow_none=True),
+            default_ttl_s=_number("default_ttl_s", raw.get("default_ttl_s", base.default_ttl_s), minimum=1,
+                                  allow_none=True),
+            reap_interval_s=_number("reap_interval_s", raw.get("reap_interval_s", base.reap_interval_s), minimum=0.1),
             exec_timeout_s=_number("exec_timeout_s", raw.get("exec_timeout_s", base.exec_timeout_s), minimum=0.001),
             setup_timeout_s=_number("setup_timeout_s", raw.get("setup_timeout_s", base.setup_timeout_s), minimum=1),
             network=text("network") or base.network,

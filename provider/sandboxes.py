@@ -26,7 +26,8 @@ from shinken.bundles.loader import discover, load_bundle
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
-from shinken.sandbox import goldens, guest
+from shinken.provider.reaper import Reaper
+from shinken.sandbox import connect_secret, goldens, guest
 from shinken.sandbox.api import Golden, InfraError, SessionError, StartStateError
 from shinken.sandbox.container import Container, UserIds, infra, remove_container, start_container
 from shinken.sandbox.docker_client import connect, find_image
@@ -78,9 +79,12 @@ class Box:
     expires: float | None = None
     paused: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    secret: str | None = None  # the owner secret connect asks for (sandbox/connect_secret.py)
 
     def descriptor(self) -> dict[str, Any]:
-        return {"sandbox_id": self.id, "provider": "shinken", "kind": self.kind, "workdir": self.workdir,
+        """What connect takes in another process; its sandbox_id carries the owner secret."""
+        sid = connect_secret.handle(self.id, self.secret) if self.secret else self.id
+        return {"sandbox_id": sid, "provider": "shinken", "kind": self.kind, "workdir": self.workdir,
                 "env": dict(self.env), "ports": list(self.ports), "task_id": self.task_id, "tier": self.tier}
 
 
@@ -129,6 +133,8 @@ class SandboxHost:
         self._pools: dict[tuple[Any, ...], ForkPool] = {}
         self._pool_expiry: dict[str, float | None] = {}  # a pooled fork's expiry label, by container id
         self._closed = False
+        # Every sandbox this process made (handed out or pooled) goes once its ttl_s passed.
+        self.reaper = Reaper(config.reap_interval_s, self._remove_expired)
 
     # ------------------------------------------------------------------ engine
 
@@ -171,6 +177,7 @@ class SandboxHost:
             self.close(box)
             raise
         box.timings["ready_s"] = round(time.monotonic() - t0, 4)
+        self.reaper.track(box.id, box.expires)
         return box
 
     def _bundle(self, opts: TaskOptions) -> Bundle:
@@ -315,7 +322,7 @@ class SandboxHost:
         with self._lock:
             self._forks[fork.id] = fork
         box = Box(fork.id, "task", guest.USER, ids.uid, ids.gid, fork.network, req.workdir, dict(req.env),
-                  task_id=opts.task_id, tier=tier.value, expires=_expiry(labels))
+                  task_id=opts.task_id, tier=tier.value, expires=_expiry(labels), secret=fork.connect_secret)
         box.timings = {"fork_s": round(time.monotonic() - t0, 4), **({} if pooled else fork.start_timings),
                        "pooled": 1.0 if pooled else 0.0}
         if self.config.pool_size > 0:  # filled in the background once the task has been served once
@@ -332,9 +339,13 @@ class SandboxHost:
         if pool is None or pool.ready == 0:
             return None
         try:
-            return pool.acquire(timeout=0)
+            fork = pool.acquire(timeout=0)
         except ShinkenError:
             return None
+        if self.reaper.expired(fork.id):  # waited in the pool past its ttl_s: not handed out
+            self._remove_expired(fork.id, fork)
+            return None
+        return fork
 
     def _ensure_pool(self, key: tuple[Any, ...], provider: Any, bundle: Bundle, golden: Golden, tier: Tier,
                      ttl: float | None, ids: UserIds) -> None:
@@ -352,6 +363,7 @@ class SandboxHost:
                     f = provider.fork(golden, kind="pool", tier=tier, extra_labels=labels)
                 with self._lock:
                     self._pool_expiry[f.id] = _expiry(labels)
+                self.reaper.track(f.id, _expiry(labels))
                 return f  # type: ignore[no-any-return]
 
             self._pools[key] = ForkPool(provider, golden, self.config.pool_size, make=make)
@@ -397,7 +409,8 @@ class SandboxHost:
         image_id = self._image_id(req.image)
         limits = self._limits(req)
         ids = UserIds(0, 0)
-        labels = labels_for("fork", run=self.config.run_id, extra=self._labels(req, "image", "", ids))
+        secret, secret_labels = connect_secret.new()
+        labels = labels_for("fork", run=self.config.run_id, extra={**self._labels(req, "image", "", ids), **secret_labels})
         network = self.config.network != "none"
         if req.ports and not network:
             raise CreateFailed("spec.ports: sandbox.shinken.network is none, so nothing can be published; "
@@ -430,7 +443,7 @@ class SandboxHost:
             except InfraError as exc2:
                 raise CreateFailed(f"image {req.image!r}: {exc2}") from None
         box = Box(cid, "image", "", 0, 0, network, req.workdir, dict(req.env), ports=tuple(req.ports),
-                  expires=_expiry(labels))
+                  expires=_expiry(labels), secret=secret)
         box.timings = {"container_s": round(time.monotonic() - t0, 4)}
         return box
 
@@ -565,18 +578,31 @@ class SandboxHost:
 
     def close(self, box: Box) -> None:
         """Remove the sandbox (gone already counts as removed; safe to call again)."""
+        self._remove(box.id)
+        self.reaper.forget(box.id)
+
+    def _remove(self, cid: str, fork: DockerFork | None = None) -> None:
         with self._lock:
-            fork = self._forks.pop(box.id, None)
+            fork = self._forks.pop(cid, None) or fork
         if fork is not None:
             fork.close()
         else:
-            remove_container(self.api, box.id)
+            remove_container(self.api, cid)
+
+    def _remove_expired(self, cid: str, fork: DockerFork | None = None) -> None:
+        """The reaper's removal: a sandbox (handed out or waiting in a pool) past its ttl_s."""
+        self._remove(cid, fork)
+        with self._lock:
+            self._pool_expiry.pop(cid, None)
 
     def attach(self, descriptor: dict[str, Any]) -> Box:
-        """The Box of a running (or paused) provider sandbox another process of the run made."""
-        cid = descriptor.get("sandbox_id")
-        if not isinstance(cid, str) or not cid:
+        """The Box of a running (or paused) provider sandbox another process of the run made,
+        opened by its owner secret: the descriptor's sandbox_id is `<container id>:<secret>`
+        (serialize_handle's, or a resources server's seed `sandbox_handle`); a bare id is refused."""
+        sid = descriptor.get("sandbox_id")
+        if not isinstance(sid, str) or not sid:
             raise CreateFailed("connect: the descriptor has no sandbox_id")
+        cid, secret = connect_secret.split(sid)
         try:
             info = self.api.inspect_container(cid)
         except docker.errors.NotFound:
@@ -590,6 +616,9 @@ class SandboxHost:
         server_fork = labels.get(LABEL_KIND) == "fork" and bool(labels.get(goldens.LABEL_GOLDEN))
         if labels.get(LABEL_MANAGED) != "1" or not (ours or server_fork):
             raise CreateFailed(f"connect: container {cid[:12]} is not a shinken provider sandbox or task fork")
+        refused = connect_secret.check(labels, secret)
+        if refused:
+            raise CreateFailed(f"connect: sandbox {cid[:12]} refused: {refused}")
         state = (info.get("State") or {}).get("Status")
         if state not in ("running", "paused"):
             raise CreateFailed(f"connect: sandbox {cid[:12]} is {state}, not running")
@@ -605,7 +634,7 @@ class SandboxHost:
                    {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
                    ports=tuple(int(p) for p in descriptor.get("ports") or ()),
                    task_id=labels.get("shinken.task"), tier=descriptor.get("tier"),
-                   expires=_expiry(labels), paused=state == "paused")
+                   expires=_expiry(labels), paused=state == "paused", secret=secret)
 
     def _golden_ids(self, golden_id: str) -> str:
         """"<uid>:<gid>" of the task user recorded in a golden image's labels (1000:1000 when unread)."""
@@ -621,6 +650,7 @@ class SandboxHost:
         is closed by its own close(); gc reclaims them past their owner or ttl_s)."""
         with self._lock:
             self._closed = True
+        self.reaper.stop()
         self.drain()
         with self._web_lock:
             web, self._web_run = self._web_run, None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from shinken.download.hub import REPO_TYPE, HubErrors, hub_endpoint, hub_token
 from shinken.errors import EnvironmentProblem, ShinkenError, WorkFailed
+from shinken.publish.card import REQUIRED_TAGS
 from shinken.publish.files import LocalFile, is_managed
 
 if TYPE_CHECKING:
@@ -104,9 +105,29 @@ def _diff(files: list[LocalFile], remote: dict[str, Any]) -> list[FileChange]:
     return changes
 
 
+def is_shinken_card(card_data: Any) -> bool:
+    """A card `shinken publish` wrote: its YAML carries every one of shinken's tags."""
+    tags = card_data.get("tags") if card_data is not None else None
+    return isinstance(tags, list) and all(t in tags for t in REQUIRED_TAGS)
+
+
+def refuse_foreign(remote: dict[str, Any], card_data: Any, where: str) -> None:
+    """A repo that holds files publish replaces or deletes (data/, artifacts/, the card,
+    provenance.json) under a card that is not a shinken dataset's is someone else's dataset:
+    publishing would delete its data. Refused unless the caller was told to overwrite it."""
+    theirs = sorted(p for p in remote if is_managed(p))
+    if theirs and not is_shinken_card(card_data):
+        shown = ", ".join(theirs[:3]) + (f" and {len(theirs) - 3} more" if len(theirs) > 3 else "")
+        raise ShinkenError(f"{where}: not a shinken dataset (its card lacks the tags {', '.join(REQUIRED_TAGS)}), and "
+                           f"publishing would replace or delete its {shown}; nothing was changed; publish to "
+                           "another --repo-id, or pass --overwrite-foreign-repo to replace them")
+
+
 def push(files: list[LocalFile], *, repo_id: str, revision: str = "main", private: bool | None = None,
-         create_pr: bool = False, message: str, description: str = "") -> PushResult:
-    """Publish `files` to the dataset repo `repo_id` at branch `revision` (see the module doc)."""
+         create_pr: bool = False, message: str, description: str = "",
+         overwrite_foreign: bool = False) -> PushResult:
+    """Publish `files` to the dataset repo `repo_id` at branch `revision` (see the module doc);
+    a repo that is not a shinken dataset is refused unless `overwrite_foreign`."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
     from huggingface_hub.hf_api import RepoFile
@@ -150,6 +171,11 @@ def push(files: list[LocalFile], *, repo_id: str, revision: str = "main", privat
                          "only applies when publish creates the repo (change it in the repo's settings)")
         remote = {f.path: f for f in api.list_repo_tree(repo_id, recursive=True, revision=parent, repo_type=REPO_TYPE)
                   if isinstance(f, RepoFile)}
+        if not overwrite_foreign:
+            refuse_foreign(remote, info.card_data, f"{repo_id}@{revision} on {endpoint}")
+        elif not is_shinken_card(info.card_data) and any(is_managed(p) for p in remote):
+            notes.append("the repo was not a shinken dataset: its data/, artifacts/, card and provenance.json "
+                         "were replaced (--overwrite-foreign-repo)")
         changes = _diff(files, remote)
         todo = [c for c in changes if c.change != "unchanged"]
         if not todo:

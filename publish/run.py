@@ -33,6 +33,7 @@ class PublishOptions:
     local_dir: Path | None = None
     message: str | None = None
     license: str | None = None
+    overwrite_foreign: bool = False  # publish over a repo that is not a shinken dataset (deletes its data)
     name: str = SERVER_NAME  # make-workspace's --name
     split: SplitOptions = field(default_factory=SplitOptions)
 
@@ -106,7 +107,7 @@ def publish(opts: PublishOptions, say: Callable[[str], None] = lambda _: None) -
         res = push(files, repo_id=opts.repo_id, revision=opts.revision, private=opts.private,
                    create_pr=opts.create_pr, message=_message(opts, splits, contents.provenance["source"]),
                    description="Published by `shinken publish`; provenance.json and the card's tables say "
-                               "what is in it and why.")
+                               "what is in it and why.", overwrite_foreign=opts.overwrite_foreign)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         unregister_temp_dir(stage)

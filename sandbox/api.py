@@ -76,6 +76,11 @@ class DiskFull(InfraError):
     policy or the reward made may have failed for the machine's reason, not the policy's."""
 
 
+class QuotaExceeded(DiskFull):
+    """The computer wrote past its share of the engine's disk and was stopped (sandbox/disk_quota.py):
+    the machine's limit, not the policy's result; its rollout is masked."""
+
+
 class HubLost(InfraError):
     """The mock web hub that holds the rollout's state is gone, stopped or restarted: what the
     reward reads from it is no longer what the policy did."""
@@ -258,6 +263,10 @@ class Fork(Protocol):
     # How it was made to show the start state (shinken.tiers.Tier) and what that took per phase.
     tier: Any
     start_timings: dict[str, float]
+    # What opens it to the `shinken` provider's connect (sandbox/connect_secret.py); None: not connectable.
+    connect_secret: str | None
+    # Why the disk watchdog stopped it (sandbox/disk_quota.py); every later call raises QuotaExceeded.
+    over_quota: str | None
 
 
 class ForkPool(Protocol):

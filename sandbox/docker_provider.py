@@ -18,7 +18,7 @@ import docker
 from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
 from shinken.judge.relay import JudgeRelay, shared_relay
-from shinken.sandbox import goldens, judge_placement, start_state
+from shinken.sandbox import connect_secret, disk_quota, goldens, judge_placement, start_state
 from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, UnsettledDesktop
 from shinken.sandbox.container import DESKTOP_UP_TIMEOUT_S, Container, UserIds, start_container
 from shinken.sandbox.desktop import DesktopRecord
@@ -49,7 +49,7 @@ class DockerProvider:
     def __init__(self, client: docker.DockerClient | None = None, *, run_id: str | None = None,
                  owner: Owner | None = None, limits: Limits | None = None, judge: JudgeConfig | None = None,
                  web: WebHooks | None = None, labels: Mapping[str, str] | None = None,
-                 task_network: str | None = None) -> None:
+                 task_network: str | None = None, disk_share_mib: float = 0.0) -> None:
         self.client = client or connect()  # EngineUnreachable (an InfraError) when no engine answers
         self.api = self.client.api
         self.run_id = run_id
@@ -68,6 +68,8 @@ class DockerProvider:
         self._lock = threading.Lock()
         self._host_configs: dict[tuple[bool, str | None], dict[str, Any]] = {}
         self.judge = judge  # rewards that call reward_judge reach it through the relay
+        # A fork's disk share, enforced by the storage driver where it can (sandbox/disk_quota.py); 0: none.
+        self.disk_share_mib = disk_share_mib
 
     def judge_relay(self) -> JudgeRelay | None:
         """The running relay for this provider's judge (shared by the process), or None."""
@@ -97,6 +99,11 @@ class DockerProvider:
             )
             self._host_configs[key] = hc
         return hc
+
+    def _with_quota(self, host_config: dict[str, Any], image_id: str) -> dict[str, Any]:
+        """A fork's host config with its disk share as a storage quota where the engine enforces one."""
+        opt = disk_quota.storage_opt(self.api, image_id, self.disk_share_mib)
+        return {**host_config, "StorageOpt": opt} if opt else host_config
 
     def start(self, image_id: str, labels: dict[str, str], *, network: bool, desktop: bool = False,
               ids: UserIds | None = None, judge: bool = False) -> Container:
@@ -195,14 +202,16 @@ class DockerProvider:
         if tier is Tier.REPROVISION:
             raise SessionError("a re-provision tier computer is made with provision(), not fork()")
         net = golden.network if network is None else network
+        secret, secret_labels = connect_secret.new()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
-                                   goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, **(extra_labels or {}), **secret_labels,
+                                   LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
         t0 = time.monotonic()
-        cid = start_container(self.api, golden.image_id, labels, self._host_config(net, self.judge is not None),
+        cid = start_container(self.api, golden.image_id, labels,
+                              self._with_quota(self._host_config(net, self.judge is not None), golden.image_id),
                               desktop=golden.needs_desktop, hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid), network=net)
-        fork.tier = tier
+        fork.tier, fork.connect_secret = tier, secret
         with self._lock:
             self._forks.add(fork)
         try:
@@ -254,14 +263,16 @@ class DockerProvider:
         whole setup run on it, its desktop checked against the golden's record (StartStateError
         when it differs), then the bundle's post-fork steps."""
         t0 = time.monotonic()
+        secret, secret_labels = connect_secret.new()
         labels = labels_for(kind, task=golden.task_id, run=self.run_id, owner=self.owner,
-                            extra={**self.labels, **(extra_labels or {}), LABEL_BUNDLE_HASH: golden.bundle_hash,
-                                   goldens.LABEL_GOLDEN: golden.image_id})
+                            extra={**self.labels, **(extra_labels or {}), **secret_labels,
+                                   LABEL_BUNDLE_HASH: golden.bundle_hash, goldens.LABEL_GOLDEN: golden.image_id})
         cid = start_container(self.api, golden.base_image_id, labels,
-                              self._host_config(golden.network, self.judge is not None), desktop=golden.needs_desktop,
-                              hostname=golden.hostname)
+                              self._with_quota(self._host_config(golden.network, self.judge is not None),
+                                               golden.base_image_id),
+                              desktop=golden.needs_desktop, hostname=golden.hostname)
         fork = DockerFork(self, cid, golden, UserIds(golden.user_uid, golden.user_gid))
-        fork.tier = Tier.REPROVISION
+        fork.tier, fork.connect_secret = Tier.REPROVISION, secret
         with self._lock:
             self._forks.add(fork)
         try:

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Callable
 
 from shinken.bundles.model import Bundle
 from shinken.sandbox import guest, judge_placement, verifier
-from shinken.sandbox.api import (DiskFull, Golden, HubLost, InfraError, RewardResult, SessionError, SetupError,
-                                 StartStateError, tail)
+from shinken.sandbox.api import (DiskFull, Golden, HubLost, InfraError, QuotaExceeded, RewardResult, SessionError,
+                                 SetupError, StartStateError, tail)
 from shinken.sandbox.container import Container, UserIds, remove_container
 from shinken.sandbox.web_hooks import SID_FILE
 from shinken.needs.reward import classify_reward_run
@@ -42,6 +42,8 @@ class DockerFork(Container):
         self.golden = golden
         self.web_sid: str | None = None  # this fork's own hub sid (mock web tasks)
         self.tier: Tier | None = None  # how this computer was made to show the start state
+        self.connect_secret: str | None = None  # what the provider's connect asks for (sandbox/connect_secret.py)
+        self.over_quota: str | None = None  # why the disk watchdog stopped it (sandbox/disk_quota.py)
         # Where making it took its time: container_s, desktop_s, then the relaunch's clean_s,
         # launch_s and wait_s (first_window_s of it until any window showed; settle_s of it from the
         # golden's windows showing to the relaunched apps going idle), or setup_s.
@@ -50,6 +52,11 @@ class DockerFork(Container):
         # verify; empty when it started none as a non-root user (every such process is the policy's).
         self.kept: frozenset[verifier.Identity] = frozenset()
         self.seal: verifier.Seal | None = None  # what the last verify stopped and kept
+
+    def _check_open(self) -> None:
+        if self.over_quota is not None:  # every later call on a fork stopped past its disk share
+            raise QuotaExceeded(self.over_quota)
+        super()._check_open()
 
     def reset_web_state(self) -> list[str]:
         """Reset this fork's own hub sid (the State API's `reset`) in every mock app the golden

@@ -79,14 +79,24 @@ def check_own(name: str, document: Any, what: str) -> None:
                             "this is a bug in shinken")
 
 
-def read_json(path: Path, what: str, hint: str, schema: str | None = None) -> Any:
-    """A JSON file given to shinken (by the user or an earlier run). Unreadable, not JSON,
-    or (with `schema`) not matching it: a ShinkenError naming the file, `what` it should
-    be, and `hint`, the fix (e.g. "pass a file from `shinken image inspect --json`")."""
+# Far above any document shinken writes (a triage report of the whole release is ~10 MB); what
+# is larger is the wrong file, and a device or endless stream (`--manifest /dev/urandom`) is
+# refused after this many bytes instead of read until memory runs out.
+MAX_JSON_BYTES = 256 * 1024 * 1024
+
+
+def read_json(path: Path, what: str, hint: str, schema: str | None = None, *,
+              max_bytes: int = MAX_JSON_BYTES) -> Any:
+    """A JSON file given to shinken (by the user or an earlier run). Unreadable, larger than
+    `max_bytes`, not JSON, or (with `schema`) not matching it: a ShinkenError naming the file,
+    `what` it should be, and `hint`, the fix (e.g. "pass a file from `shinken image inspect --json`")."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(max_bytes + 1)
     except OSError as exc:
         raise ShinkenError(f"{path}: cannot read the {what} ({exc.strerror or exc}); {hint}") from None
+    if len(data) > max_bytes:
+        raise ShinkenError(f"{path}: more than {max_bytes:,} bytes, larger than any {what}; {hint}")
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -183,6 +183,7 @@ class HubServer:
     # interrupts the client there, however busy the machine
     stall_after: dict[str, int] = field(default_factory=dict)
     release: threading.Event = field(default_factory=threading.Event)
+    stalled: threading.Event = field(default_factory=threading.Event)  # set when a transfer starts waiting
     requests: list[Request] = field(default_factory=list)
     read_only_tokens: set[str] = field(default_factory=set)
     before_commit: Callable[[FakeRepo], None] | None = None
@@ -656,6 +657,7 @@ def _make_handler(hub: HubServer):
                 try:
                     for i in range(0, len(data), 65536):
                         if stall is not None and i >= stall:
+                            hub.stalled.set()
                             hub.release.wait(120)
                             stall = None
                         self.wfile.write(data[i : i + 65536])

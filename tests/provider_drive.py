@@ -148,8 +148,10 @@ def api(args: dict[str, Any]) -> dict[str, Any]:
 
 async def spawn(args: dict[str, Any]) -> None:
     ids = []
+    # What the test checks is gc's rule (past ttl_s while the creator lives): the creator's own reaper
+    # (test_provider.py's) would take the ttl_s=2 one first whenever the pool below fills slowly.
     for spec in (SandboxSpec(image=args["image"]), SandboxSpec(image=args["image"], ttl_s=2)):
-        sb = await AsyncSandbox(provider_cfg(args)).start(spec)
+        sb = await AsyncSandbox(provider_cfg(args, reap_interval_s=3600)).start(spec)
         ids.append(sb._handle.sandbox_id)  # noqa: SLF001 - the test matches them with gc's report
     # The task fork from a provider with a warm pool, kept as a Gym server keeps its provider: after
     # this create the pool fills in the background (the test waits for that fork before the kill).

@@ -53,6 +53,8 @@ USAGE_ERRORS = {
                                      "--ids", NOPE], NOPE),
     "make-workspace: no ids file (old name)": (["make-workspace", "--dest", "/tmp/shinken-test-ws", "--task-root",
                                                 DEMO, "--ids-file", NOPE], NOPE),
+    # an endless stream: refused after read_json's cap instead of read until memory runs out
+    "triage: manifest is a device": (["triage", DEMO, "--manifest", "/dev/urandom"], "more than 268,435,456 bytes"),
     "triage: report not writable": (["triage", DEMO, "--manifest", str(REPO / "tests/data/triage_manifest.json"),
                                      "--no-cache", "--report", "/proc/shinken-test/r.json"], "cannot write"),
     "image build: no ca bundle": (["image", "build", "linux", "--ca-bundle", NOPE], "--ca-bundle"),
@@ -176,3 +178,30 @@ def test_every_command_has_examples_and_one_default_image() -> None:
             assert image.default == DEFAULT_IMAGE, path
     assert WorkspaceOptions.__dataclass_fields__["image"].default == DEFAULT_IMAGE
     assert engine.DEFAULT_IMAGE == DEFAULT_IMAGE
+
+
+def test_names_that_are_not_utf8_are_one_line_or_a_defect(tmp_path: Path, shinken_cli) -> None:
+    """A task folder whose name is not UTF-8 (it would be a task id in UTF-8 reports) ended in an
+    orjson traceback; now one line naming it, exit 2. A file of a bundle with such a name makes
+    that bundle defective (`unreadable`) and the report is written."""
+    import os
+    import shutil
+
+    root = tmp_path / "tasks"
+    shutil.copytree(REPO / "demo" / "hello-file", root / "hello-file")
+    bad = root / os.fsdecode(b"bad\xff")
+    shutil.copytree(REPO / "demo" / "hello-file", bad)
+    report = tmp_path / "triage.json"
+    r = shinken_cli("triage", root, "--manifest", MANIFEST, "--report", report)
+    assert r.returncode == EXIT_USAGE and "Traceback" not in r.stderr and r.stdout == "", r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shinken: error: ") and "'bad\\xff'" in lines[0], r.stderr
+    assert "not UTF-8" in lines[0] and not report.exists()
+    shutil.rmtree(bad)
+    (root / "hello-file" / os.fsdecode(b"notes\xfe.txt")).write_text("x")
+    r = shinken_cli("triage", root, "--manifest", MANIFEST, "--report", report)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    task = json.loads(report.read_text())["tasks"][0]
+    assert task["verdict"] == "defective", task
+    assert any(x["code"] == "unreadable" and "notes\\xfe.txt: file name is not UTF-8" in x["detail"]
+               for x in task["reasons"]), task["reasons"]

@@ -128,6 +128,8 @@ def test_task_fork_of_golden_runs_as_user(host, docker_client, linux_image):
     assert labels["shinken.task"] == "hello-file" and labels[LABEL_MADE_BY] == "gym-provider" and LABEL_EXPIRES in labels
     again = host.attach(box.descriptor())  # what connect() does in another process
     assert (again.id, again.user, again.kind) == (box.id, "user", "task")
+    with pytest.raises(CreateFailed, match="no owner secret"):  # the container id alone opens nothing
+        host.attach({"sandbox_id": box.id})
     host.close(box)
     assert run_containers(docker_client, host.run) == []
     with pytest.raises(CreateFailed, match="not found"):
@@ -136,6 +138,7 @@ def test_task_fork_of_golden_runs_as_user(host, docker_client, linux_image):
 
 @pytest.mark.docker
 def test_gc_reclaims_a_live_owners_sandbox_past_its_ttl(host, docker_client, linux_image):
+    host.reaper.interval_s = 3600  # gc's rule on its own: the provider's reaper is another test's
     short = host.create(req(linux_image, ttl_s=1))
     kept = host.create(req(linux_image, ttl_s=3600))
     time.sleep(2.2)
@@ -147,6 +150,43 @@ def test_gc_reclaims_a_live_owners_sandbox_past_its_ttl(host, docker_client, lin
     assert failed == [] and [i.id for i in reclaimed] == [short.id]
     assert [c["Id"] for c in run_containers(docker_client, host.run)] == [kept.id]
     host.close(kept)
+
+
+@pytest.mark.docker
+def test_provider_reaps_its_sandboxes_past_ttl_and_connect_needs_the_owner_secret(docker_client, linux_image):
+    """Nobody runs gc: the provider process removes an idle sandbox once its ttl_s passed (on
+    f382b83 it ran until a gc), keeps the one whose ttl_s has not, and gives a spec without ttl_s
+    the default one. connect opens a sandbox by its descriptor (id and owner secret) only: the bare
+    container id (which anyone who can list containers reads) or a wrong secret is refused."""
+    run = f"provider-reap-{uuid.uuid4().hex[:8]}"
+    h = SandboxHost(ProviderConfig.parse({"run_id": run, "network": "none", "reap_interval_s": 0.5}),
+                    client=docker_client)
+    try:
+        idle = h.create(req(linux_image, ttl_s=3))
+        kept = h.create(req(linux_image))
+        labels = docker_client.api.inspect_container(kept.id)["Config"]["Labels"]
+        assert abs(float(labels[LABEL_EXPIRES]) - (time.time() + 3600)) < 120  # default_ttl_s
+        opened = h.attach(idle.descriptor())
+        assert opened.id == idle.id and h.exec(opened, "echo in").stdout == "in\n"
+        cid, secret = idle.descriptor()["sandbox_id"].split(":")
+        idle_labels = docker_client.api.inspect_container(idle.id)["Config"]["Labels"]
+        assert cid == idle.id and len(secret) >= 32 and secret not in str(idle_labels)  # only its hash is there
+        for bad, words in [({"sandbox_id": idle.id}, "no owner secret"),
+                           ({"sandbox_id": f"{idle.id}:{'x' * len(secret)}"}, "does not match"),
+                           ({"sandbox_id": f"{idle.id}:{kept.descriptor()['sandbox_id'].split(':')[1]}"},
+                            "does not match")]:
+            with pytest.raises(CreateFailed, match=words):
+                h.attach(bad)
+        deadline = time.monotonic() + 120
+        while h.status(idle) != "gone" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert h.status(idle) == "gone" and list(h.reaper.reaped) == [idle.id]
+        assert h.status(kept) == "running"
+        assert [c["Id"] for c in run_containers(docker_client, run)] == [kept.id]
+    finally:
+        h.shutdown()
+        for c in run_containers(docker_client, run):
+            docker_client.api.remove_container(c["Id"], force=True)
 
 
 @pytest.mark.docker
@@ -241,9 +281,13 @@ def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker
     engine = ComputerEngine(DEMO, linux_image, accept_filesystem=True, keep_goldens_on_close=True)
     try:
         gen = engine.seed("borrowed", "hello-file")
-        cid = engine.sandbox_id("borrowed", gen)
-        assert cid is not None and len(cid) == 64
-        box = host.attach({"sandbox_id": cid})
+        handle = engine.sandbox_id("borrowed", gen)
+        assert handle is not None
+        cid = handle.split(":")[0]
+        assert len(cid) == 64 and docker_client.api.inspect_container(cid)["State"]["Running"]
+        with pytest.raises(CreateFailed, match="no owner secret"):  # another rollout's id is not enough
+            host.attach({"sandbox_id": cid})
+        box = host.attach({"sandbox_id": handle})
         assert (box.kind, box.user, box.uid, box.gid) == ("task", "user", 1000, 1000)
         r = host.exec(box, "id -un; printf 'hello shinken' > /home/user/hello.txt")
         assert (r.stdout, r.return_code) == ("user\n", 0), r

@@ -23,7 +23,7 @@ from shinken.schemas import check_with_jsonschema
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
-from tests.hub_server import GITATTRIBUTES, FakeRepo, HubServer  # noqa: E402
+from tests.hub_server import GITATTRIBUTES, FakeRepo, HubServer, dataset_card  # noqa: E402
 
 KEPT = ["hello-file", "hello-notes"]
 DROPPED = {"zero-signal": "zero_signal", "broken-reward": "defective"}
@@ -352,6 +352,32 @@ def test_new_repo_starts_with_gitattributes(hub: HubServer, tmp_path: Path) -> N
     info = api.dataset_info("team/empty", token=TOKEN)
     assert info.private and [s.rfilename for s in info.siblings] == [".gitattributes"]
     assert hub.repos["team/empty"].files[".gitattributes"] == GITATTRIBUTES
+
+
+def test_a_repo_that_is_not_a_shinken_dataset_is_refused(hub: HubServer, tmp_path: Path) -> None:
+    """No Docker: the recorded demo receipt published over the real HTTP client into someone
+    else's dataset repo (a card without shinken's tags, data/ and artifacts/ files of its own).
+    On f382b83 this committed and deleted their data/* and artifacts/*; now it is refused, one
+    line, nothing sent but reads, unless --overwrite-foreign-repo says to replace them."""
+    theirs = {".gitattributes": GITATTRIBUTES,
+              "README.md": dataset_card({"license": "mit", "tags": ["text-classification"]}, "# Their dataset\n"),
+              "data/train-00000-of-00001.parquet": b"PAR1 their rows", "artifacts/vocab.txt": b"their vocabulary\n",
+              "NOTES.md": b"theirs\n"}
+    hub.repos["them/reviews"] = FakeRepo("them/reviews", dict(theirs))
+    env = _env(hub, tmp_path)
+    args = ["publish", "--repo-id", "them/reviews", "--receipt", str(REPO / "tests" / "data" / "demo_receipt.json"),
+            "--task-root", str(REPO / "demo"), "--license", "apache-2.0", "--json"]
+    _fails(_run(args, env), EXIT_USAGE, "them/reviews@main", "not a shinken dataset",
+           "data/train-00000-of-00001.parquet", "--overwrite-foreign-repo")
+    repo = hub.repos["them/reviews"]
+    assert repo.files == theirs and repo.commits == [] and not hub.seen("POST")
+    doc = _ok(_run([*args, "--overwrite-foreign-repo"], env))
+    assert doc["status"] == "committed" and any("--overwrite-foreign-repo" in n for n in doc["notes"])
+    deleted = {f["path"] for f in doc["files"] if f["change"] == "deleted"}
+    assert deleted == {"data/train-00000-of-00001.parquet", "artifacts/vocab.txt"}
+    assert repo.files["NOTES.md"] == b"theirs\n" and "artifacts/vocab.txt" not in repo.files
+    # Now it is a shinken dataset: publishing again needs no option (and changes nothing).
+    assert _ok(_run(args, env))["status"] == "unchanged"
 
 
 def test_profile_adds_band_and_control_splits(tmp_path: Path) -> None:

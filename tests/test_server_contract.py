@@ -55,7 +55,7 @@ def _run_script(port: int, row: dict) -> tuple[dict, list[tuple[str, str]], dict
     cookies = dict(seed.cookies)
     assert cookies, "seed_session must set the session cookie"
     handle = seed.json().get("sandbox_handle")  # the rollout's fork, for agents that borrow it as a Gym sandbox
-    assert isinstance(handle, str) and len(handle) == 64, seed.text
+    assert isinstance(handle, str) and len(handle.split(":")[0]) == 64 and len(handle.split(":")[1]) >= 32, seed.text
     items: list[dict] = list(row["responses_create_params"]["input"])
     transcript: list[tuple[str, str]] = []
     while True:
