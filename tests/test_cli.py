@@ -151,7 +151,7 @@ def test_every_command_has_examples_and_one_default_image() -> None:
     import typer.main
 
     from shinken.cli.main import app
-    from shinken.computer import engine
+    from shinken.computer.contract import EngineConfig
     from shinken.images.build import DEFAULT_IMAGE
     from shinken.workspace.writer import WorkspaceOptions
 
@@ -172,4 +172,4 @@ def test_every_command_has_examples_and_one_default_image() -> None:
         if image is not None and image.default is not None:  # triage: None = the manifest's or the default
             assert image.default == DEFAULT_IMAGE, path
     assert WorkspaceOptions.__dataclass_fields__["image"].default == DEFAULT_IMAGE
-    assert engine.DEFAULT_IMAGE == DEFAULT_IMAGE
+    assert EngineConfig.__dataclass_fields__["image"].default == DEFAULT_IMAGE  # the engines' default

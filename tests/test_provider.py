@@ -236,9 +236,10 @@ def test_web_task_forks_join_the_providers_hub_each_with_its_own_sid(docker_clie
 def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker_client, linux_image):
     """What a sandbox-borrowing Gym agent does with shinken_cua's seed response (sandbox_handle):
     connect to the rollout's fork, work in it as the task's user; /verify's reward sees the work."""
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
-    engine = ComputerEngine(DEMO, linux_image, accept_filesystem=True, keep_goldens_on_close=True)
+    engine = ComputerEngine(EngineConfig(DEMO, linux_image, accept_filesystem=True), keep_goldens_on_close=True)
     try:
         gen = engine.seed("borrowed", "hello-file")
         cid = engine.sandbox_id("borrowed", gen)

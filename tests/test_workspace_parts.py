@@ -401,15 +401,15 @@ def test_a_killed_run_leaves_a_staging_folder_gc_reclaims(tmp_path: Path, eviden
 # ---------------------------------------------------------------- the server's settings, written once
 def test_server_defaults_have_one_home(monkeypatch) -> None:
     """Pool size, idle TTL, golden TTL and max goldens: computer/settings.py's ServerSettings is
-    what the engine's defaults, its environment reader and the generated server's config say."""
+    what the engine config's defaults, its environment reader and the generated server's config say."""
     import ast
     import inspect
 
-    from shinken.computer.engine import ComputerEngine
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.settings import DEFAULTS, KNOBS, ServerSettings
     from shinken.errors import ShinkenError
 
-    params = inspect.signature(ComputerEngine.__init__).parameters
+    params = inspect.signature(EngineConfig).parameters  # what every engine is built from
     assert {name: params[name].default for name in KNOBS} == dataclasses.asdict(DEFAULTS)
     for _, var in KNOBS.values():
         monkeypatch.delenv(var, raising=False)
