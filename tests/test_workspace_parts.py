@@ -145,7 +145,7 @@ def test_license_comes_from_the_download_record_and_travels_with_the_bundles(tmp
     ws = tmp_path / "ws"
     manifest = yaml.safe_load((ws / "environments/shinken_cua/manifest.yaml").read_text())
     config = yaml.safe_load((ws / SERVER / "configs/shinken_cua.yaml").read_text())
-    datasets = config["shinken_cua_simple_agent"]["responses_api_agents"]["simple_agent"]["datasets"]
+    datasets = config["shinken_cua_simple_agent"]["responses_api_agents"]["shinken_agent"]["datasets"]
     assert res.license == manifest["licensing"] == "CC-BY-4.0"
     assert {d["license"] for d in datasets} == {"Creative Commons Attribution 4.0 International"}
     assert (ws / SERVER / "tasks" / SOURCE_FILE).read_bytes() == (root / SOURCE_FILE).read_bytes()
