@@ -53,6 +53,10 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_root", Path(self.task_root))
+        for name in ("idle_ttl_s", "golden_ttl_s", "seed_timeout_s", "call_timeout_s"):  # one type, as sent
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("pool_size", "max_goldens"):
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.mock_urls is not None:
             object.__setattr__(self, "mock_urls", Path(self.mock_urls))
         if not self.image.strip():
