@@ -67,8 +67,10 @@ def host(docker_client):
         docker_client.api.remove_container(c["Id"], force=True)
 
 
-def run_containers(docker_client, run: str) -> list[dict]:
-    return docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+def run_containers(docker_client, run: str, leases: bool = False) -> list[dict]:
+    """The run's sandboxes (and, with `leases`, its leases on goldens: docs/sandbox.md)."""
+    found = docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    return [c for c in found if leases or (c.get("Labels") or {}).get(LABEL_KIND) != "lease"]
 
 
 @pytest.mark.docker
@@ -130,8 +132,14 @@ def test_task_fork_of_golden_runs_as_user(host, docker_client, linux_image):
     assert (again.id, again.user, again.kind) == (box.id, "user", "task")
     host.close(box)
     assert run_containers(docker_client, host.run) == []
+    # The provider holds the golden it served from (a lease), so no other process deletes it; until shutdown.
+    (lease,) = run_containers(docker_client, host.run, leases=True)
+    assert lease["Labels"][LABEL_KIND] == "lease" and lease["Labels"]["shinken.golden"] == lease["ImageID"]
+    assert lease["State"] == "created" and lease["ImageID"] == labels["shinken.golden"]
     with pytest.raises(CreateFailed, match="not found"):
         host.create(req(None, task=TaskOptions.parse({"task_id": "nope", "task_root": str(DEMO)}, host.config)))
+    host.shutdown()
+    assert run_containers(docker_client, host.run, leases=True) == []
 
 
 @pytest.mark.docker
