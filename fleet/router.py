@@ -190,7 +190,8 @@ class FleetEngine:
         tried_home = self.home(task_id)
         refusals: dict[str, str] = {}  # host -> why it would not serve this config (said when no host could)
         while True:
-            for host in self._candidates(task_id):
+            candidates = self._candidates(task_id)
+            for host in candidates:
                 try:
                     answer = self._call(host, "seed", req)
                     if isinstance(answer, wire.Refused) and answer.reason == "need_task":
@@ -212,10 +213,12 @@ class FleetEngine:
                     log.warning("seed of %s on %s: %s", task_id, host, answer.detail)
                     continue
                 raise answer.exception()  # the task's, the session's or a bug: as a local engine raises it
+            said = "; ".join(refusals.values())
+            if candidates and all(h in refusals for h in candidates):  # a config no host serves: waiting changes nothing
+                raise InfraError(f"no fleet host serves this server's config ({said}); this rollout is not scored")
             if time.monotonic() >= deadline:
                 with self._lock:
                     self.stats["refused_full"] += 1
-                said = "; ".join(refusals.values())
                 raise InfraError(f"no fleet host could start task {task_id} within {self.seed_timeout_s:.0f}s "
                                  + (f"({said})" if said else "(every slot busy or every host down)")
                                  + "; this rollout is not scored")

@@ -219,10 +219,12 @@ def test_a_config_the_host_cannot_serve_is_refused_naming_the_difference(fleet, 
     from shinken.fleet.router import FleetEngine
     from shinken.sandbox.api import InfraError
 
-    remote = FleetEngine(fleet.address, EngineConfig(task_root, "shinken/sandbox-other:latest", seed_timeout_s=2))
+    remote = FleetEngine(fleet.address, EngineConfig(task_root, "shinken/sandbox-other:latest", seed_timeout_s=600))
+    started = time.monotonic()
     with pytest.raises(InfraError, match="serves image .* the server's config names shinken/sandbox-other:latest") as e:
         remote.seed("refused", "hello-file")
     assert answer_for(e.value).status == 503
+    assert time.monotonic() - started < 300  # at once: no host serves it, so waiting for a slot changes nothing
 
 
 # ---------------------------------------------------------------- the failure table across the wire
