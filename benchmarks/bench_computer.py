@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 from shinken.computer import screen, tools
+from shinken.computer.contract import EngineConfig
 from shinken.computer.engine import ComputerEngine
 from shinken.computer.profiles import Profile
 
@@ -59,7 +60,7 @@ def main() -> None:
         with open(root / name / "reward.py", "a") as fh:
             fh.write(f"\n# bench {salt}\n")
 
-    eng = ComputerEngine(root, IMAGE, accept_filesystem=True)
+    eng = ComputerEngine(EngineConfig(root, IMAGE, accept_filesystem=True))
     pool_eng = None
     try:
         _, cold = timed(eng.seed, "s0", "hello-file")
@@ -73,7 +74,8 @@ def main() -> None:
             empties += "ping" not in out
             eng.end(f"s{i}", gen)
 
-        pool_eng = ComputerEngine(root, IMAGE, accept_filesystem=True, pool_size=2, keep_goldens_on_close=True)
+        pool_eng = ComputerEngine(EngineConfig(root, IMAGE, accept_filesystem=True, pool_size=2),
+                                  keep_goldens_on_close=True)
         g = pool_eng.seed("p", "hello-file")
         pooled = []
         for i in range(args.rounds):
@@ -161,10 +163,11 @@ def bench_screenshots(rounds: int) -> None:
     from shinken.images.build import build_image
 
     image = build_image("linux").tag  # the current sources' image (`:latest` may be another checkout's)
-    a11y_eng = ComputerEngine(root, image, accept_filesystem=True, keep_goldens_on_close=True, gc_interval_s=None)
+    a11y_eng = ComputerEngine(EngineConfig(root, image, accept_filesystem=True),
+                              keep_goldens_on_close=True, gc_interval_s=None)
     vis = png1280
-    vis_eng = ComputerEngine(root, image, accept_filesystem=True, keep_goldens_on_close=True, gc_interval_s=None,
-                             profile=vis)
+    vis_eng = ComputerEngine(EngineConfig(root, image, accept_filesystem=True, profile=vis),
+                             keep_goldens_on_close=True, gc_interval_s=None)
     load0 = _load()
     try:
         gen = vis_eng.seed("cap", "zenity-entry")
@@ -274,7 +277,8 @@ def bench_screenshots(rounds: int) -> None:
 
 def bench_calc() -> None:
     """Observation size and latency on a real office app: the demo sales.xlsx task in Calc."""
-    eng = ComputerEngine(DEMO, "shinken/sandbox-cua:latest", accept_filesystem=True, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(DEMO, "shinken/sandbox-cua:latest", accept_filesystem=True),
+                         keep_goldens_on_close=True)
     s = "calc"
     try:
         gen = eng.seed(s, "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13")

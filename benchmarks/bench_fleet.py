@@ -104,6 +104,7 @@ def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str
     its engine) and of one on a local ComputerEngine on the same Docker engine, measured in pairs:
     each pair is one call on each side back to back (their order alternates), so a change of load
     hits both calls of a pair alike, and the added latency is the p50 of the pairs' differences."""
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
     from shinken.fleet.router import FleetEngine
 
@@ -111,13 +112,14 @@ def router_overhead(sim: SimFleet, eng: Engine, root: Path, tid: str, image: str
     os.environ["DOCKER_HOST"] = eng.host  # the local engine talks to the host's dockerd, as its agent does
     try:
         # keep_goldens_on_close: the agent holds the same content-addressed golden on the same engine
-        local = ComputerEngine(root, image, accept_filesystem=True, gc_interval_s=None, keep_goldens_on_close=True)
+        local = ComputerEngine(EngineConfig(root, image, accept_filesystem=True),
+                               gc_interval_s=None, keep_goldens_on_close=True)
     finally:
         if saved is None:
             os.environ.pop("DOCKER_HOST", None)
         else:
             os.environ["DOCKER_HOST"] = saved
-    fleet = FleetEngine(sim.address, root, image)
+    fleet = FleetEngine(sim.address, EngineConfig(root, image, accept_filesystem=True))
     out: dict = {"load1_start": round(os.getloadavg()[0], 1)}
     try:
         gl = local.seed("bench-local", tid)
@@ -172,11 +174,12 @@ def seed_rate(sim: SimFleet, root: Path, image: str, hosts: int, per_host: int, 
     """`seeds` seed+end cycles per host at `per_host` at once per host, over tasks homed evenly on
     the hosts (`per_host` each, so each host meets its share and spills are rare); per host: where
     the seeds went, its engine's and its containers' CPU (cgroups), its agent's CPU."""
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet.router import FleetEngine
 
-    names = [h.name for h in FleetEngine(sim.address, root, image).view(fresh=True)[0]]
+    names = [h.name for h in FleetEngine(sim.address, EngineConfig(root, image)).view(fresh=True)[0]]
     tasks = homed_tasks(root, names, per_host, salt)
-    fleet = FleetEngine(sim.address, root, image, seed_timeout_s=120)  # finds the task folders made just now
+    fleet = FleetEngine(sim.address, EngineConfig(root, image, seed_timeout_s=120))  # finds the task folders made just now
     for i, tid in enumerate(tasks):  # warm goldens on the tasks' homes first: the rate is of forks
         g = fleet.seed(f"bench-warm-{i}", tid)
         fleet.end(f"bench-warm-{i}", g)
@@ -233,21 +236,24 @@ def golden_copy_vs_rebuild(sim: SimFleet, root: Path, salt: str, pairs: int = 3,
     registry has no copy of (built there). Per seed, how its golden came and its seconds as h2's
     engine timed them (the seed's timing), and the whole seed's wall time through Ray."""
     from shinken.bundles.loader import load_bundle
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet import cluster
     from shinken.fleet.nodes import bundle_payload
+    from shinken.fleet.wire import Seeded, SeedRequest
 
     ray = cluster.connect(sim.address)
     h1, h2 = cluster.find_agent(ray, source), cluster.find_agent(ray, target)
+    rollout = EngineConfig(root, image).rollout()
 
     def seed(agent, session: str, bundle) -> dict:
         ray.get(agent.add_task.remote(bundle_payload(bundle)), timeout=120)
         t0 = time.perf_counter()
-        ans = ray.get(agent.seed.remote(session, bundle.id, bundle.path.name, bundle.bundle_hash, None, None),
+        ans = ray.get(agent.seed.remote(SeedRequest(session, bundle.id, bundle.path.name, bundle.bundle_hash, rollout)),
                       timeout=900)
         wall = time.perf_counter() - t0
-        assert "error" not in ans, ans
-        ray.get(agent.end.remote(session, ans["generation"]), timeout=300)
-        return {**ans["timing"], "wall_s": round(wall, 2)}
+        assert isinstance(ans, Seeded), ans
+        ray.get(agent.end.remote(session, ans.generation), timeout=300)
+        return {**ans.timing, "wall_s": round(wall, 2)}
 
     rows = []
     for k in range(pairs):
@@ -372,7 +378,7 @@ def pool_containers(client, task: str) -> list[str]:
     return [c["Id"] for c in client.api.containers(filters={"label": ["shinken.kind=pool", f"shinken.task={task}"]})]
 
 
-def idle_shrink(agent, client, task: str, idle_s: float) -> dict:
+def idle_shrink(engine, client, task: str, idle_s: float) -> dict:
     """After the last rollout of a task ended: what its warm pool holds (computers, memory) and the
     CPU its warm computers use until the pool has shrunk back to none (idle_s after the last seed)."""
     t0 = time.perf_counter()
@@ -386,13 +392,13 @@ def idle_shrink(agent, client, task: str, idle_s: float) -> dict:
             v = cgroup_cpu_s(c)
             if v is not None:
                 cpu_last[c] = v
-        warm = agent.engine.pool_targets().get(task, {})
+        warm = engine.pool_targets().get(task, {})
         if not now and not warm.get("size") and not warm.get("making"):  # shrunk: no target, none being made
             break
         if time.perf_counter() - t0 > idle_s + 180:
             break
         time.sleep(2)
-    warm = agent.engine.pool_targets().get(task, {})
+    warm = engine.pool_targets().get(task, {})
     return {"warm_at_end": len(cids), "warm_mem_mib": round(sum(h["mem_mib"] for h in held), 1),
             "idle_cpu_s": round(sum((cpu_last[c] or 0) - (cpu0[c] or 0) for c in cids), 3),
             "shrunk_to_zero_s": round(time.perf_counter() - t0, 1), "left": len(pool_containers(client, task)),
@@ -409,8 +415,10 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
     import docker as docker_sdk
 
     from shinken.bundles.loader import load_bundle
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet.agent import HostAgent
     from shinken.fleet.nodes import bundle_payload
+    from shinken.fleet.wire import Seeded, SeedRequest
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from desktop_demos import salted_copy
@@ -419,11 +427,13 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
     tid = TIER_TASKS[tier]
     salted_copy(root, [tid], Path(__file__).resolve().parent.parent)
     bundle = load_bundle(root / tid)
-    agent = HostAgent(f"tier-{tier}", slots, image, accept_filesystem=False, demand_pools=pools)
-    if pools and idle_s is not None and agent.engine.demand is not None:  # a shorter idle window, to watch it shrink
+    agent = HostAgent(f"tier-{tier}", slots, image, demand_pools=pools)
+    rollout = EngineConfig(root, image).rollout()  # a server's default config: checked tiers
+    engine = agent.engine_for(rollout)  # the engine the seeds below are served by
+    if pools and idle_s is not None and engine.demand is not None:  # a shorter idle window, to watch it shrink
         import dataclasses
 
-        agent.engine.demand.policy = dataclasses.replace(agent.engine.demand.policy, idle_s=idle_s)
+        engine.demand.policy = dataclasses.replace(engine.demand.policy, idle_s=idle_s)
     client = docker_sdk.from_env()
     agent.add_task(bundle_payload(bundle))
     rows: list[dict] = []
@@ -433,27 +443,28 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
         for step in range(steps):
             lat: list[float] = [0.0] * group
             gens: list[str | None] = [None] * group
-            hits0 = agent.engine.stats["pool_hits"]
+            hits0 = engine.stats["pool_hits"]
 
             def one(i: int) -> None:
                 t0 = time.perf_counter()
                 for attempt in range(3):  # a golden build whose desktop did not come up (seen at load 40+) is retried
-                    a = agent.seed(f"t{step}-{i}", bundle.id, bundle.path.name, bundle.bundle_hash, tier)
-                    if "error" not in a:
+                    a = agent.seed(SeedRequest(f"t{step}-{i}", bundle.id, bundle.path.name, bundle.bundle_hash, rollout,
+                                               tier))
+                    if isinstance(a, Seeded):
                         break
-                    failures.append(f"step {step + 1}: {a['error']}: {a['detail'][:200]}")
+                    failures.append(f"step {step + 1}: {a}"[:240])
                 lat[i] = time.perf_counter() - t0
-                assert "error" not in a, a
-                gens[i] = a["generation"]
+                assert isinstance(a, Seeded), a
+                gens[i] = a.generation
 
             threads = [threading.Thread(target=one, args=(i,)) for i in range(group)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-            hits = agent.engine.stats["pool_hits"] - hits0
+            hits = engine.stats["pool_hits"] - hits0
             # A computer whose start state did not match twice starts its rollout masked (no fork).
-            forks = [agent.engine._sessions[f"t{step}-{i}"].fork for i in range(group)]
+            forks = [engine._sessions[f"t{step}-{i}"].fork for i in range(group)]
             masked = sum(1 for f in forks if f is None)
             cids = [f.id for f in forks if f is not None]
             cpu_at_seed = [cgroup_cpu_s(c) for c in cids]
@@ -469,9 +480,9 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                          "cpu_to_ready_s": [round(c, 2) if c is not None else None for c in cpu_at_seed],
                          "cpu_hold_s": [round(b - a, 2) if a is not None and b is not None else None
                                         for a, b in zip(cpu_at_seed, cpu_at_end)],
-                         "warm": agent.engine.pool_targets().get(bundle.id, {}), "load1": os.getloadavg()[0]})
+                         "warm": engine.pool_targets().get(bundle.id, {}), "load1": os.getloadavg()[0]})
             print(json.dumps({"tier": tier, **rows[-1]}), file=sys.stderr, flush=True)
-        idle = idle_shrink(agent, client, bundle.id, idle_s or 300.0) if pools else None
+        idle = idle_shrink(engine, client, bundle.id, idle_s or 300.0) if pools else None
         steady = [x for r in rows[1:] for x in r["seed_s"]]
         cold = rows[0]["seed_s"]
         cpu = [x for r in rows for x in r["cpu_to_ready_s"] if x is not None]
@@ -485,7 +496,7 @@ def tier_seeds(image: str, tier: str, *, group: int, steps: int, hold_s: float, 
                 "cpu_per_computer_to_ready_s_p50": round(pct(cpu, 0.5), 2) if cpu else None,
                 "desktop_costs": costs,
                 "golden_layer_mib": round((golden[0].attrs["Size"] - base) / 2**20, 1) if golden else None,
-                "make_s": agent.engine.pool_targets().get(bundle.id, {}).get("make_s"), "seed_failures": failures,
+                "make_s": engine.pool_targets().get(bundle.id, {}).get("make_s"), "seed_failures": failures,
                 "pools": pools, "idle": idle, "rows": rows}
     finally:
         agent.close()
@@ -521,8 +532,10 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
     import docker as docker_sdk
 
     from shinken.bundles.loader import load_bundle
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet.agent import HostAgent
     from shinken.fleet.nodes import bundle_payload
+    from shinken.fleet.wire import Seeded, SeedRequest
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from desktop_demos import salted_copy
@@ -534,8 +547,9 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
     # Slots: the live groups (a group's rollouts overlap the next group's seeds for a moment) and the
     # warm computers Little's law asks for at twice the rated rate; the resident count is measured.
     slots = 3 * group + 4
-    agent = HostAgent(f"rated-{tier}", slots, image, accept_filesystem=False, demand_pools=True)
-    eng = agent.engine
+    agent = HostAgent(f"rated-{tier}", slots, image, demand_pools=True)
+    rollout = EngineConfig(root, image).rollout()  # a server's default config: checked tiers
+    eng = agent.engine_for(rollout)
     assert eng.demand is not None
     # groups here arrive at once: a group gap shorter than the shortest period keeps groups apart
     eng.demand.policy = dataclasses.replace(eng.demand.policy, group_gap_s=0.5)
@@ -556,19 +570,19 @@ def tier_rated(image: str, tier: str, *, group: int, groups: int, groups_above: 
 
     def seed_one(sid: str, lat: list[float], idx: int, hits: list[bool]) -> str | None:
         t0 = time.perf_counter()
-        a: dict = {}
+        a: object = None
         for _ in range(3):  # a golden build whose desktop did not come up (seen at load 40+) is retried
-            a = agent.seed(sid, bundle.id, bundle.path.name, bundle.bundle_hash, tier)
-            if "error" not in a:
-                hits[idx] = a["timing"].get("computer") == "pool"
+            a = agent.seed(SeedRequest(sid, bundle.id, bundle.path.name, bundle.bundle_hash, rollout, tier))
+            if isinstance(a, Seeded):
+                hits[idx] = a.timing.get("computer") == "pool"
                 break
-            failures.append(f"{sid}: {a['error']}: {a['detail'][:200]}")
+            failures.append(f"{sid}: {a}"[:240])
         lat[idx] = time.perf_counter() - t0
-        if "error" in a:
+        if not isinstance(a, Seeded):
             return None
         with lock:
             live[0] += 1
-        return a["generation"]
+        return a.generation
 
     def run_group(name: str, hold_s: float) -> dict:
         w0 = eng.pool_targets().get(bundle.id, {})

@@ -73,12 +73,13 @@ def fork_to_ready(p: DockerProvider, bundle, golden, n: int) -> dict:
 
 
 def seed_latency(root: Path, image: str, task_id: str, *, pool: int, clients: int, per_client: int) -> dict:
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
     lat: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
-    with ComputerEngine(root, image, pool_size=pool, keep_goldens_on_close=True) as eng:
+    with ComputerEngine(EngineConfig(root, image, pool_size=pool), keep_goldens_on_close=True) as eng:
         eng.seed("warmup", task_id, tier="relaunch")  # golden lookup and pool start are not seed latency
         eng.end("warmup")
         if pool:

@@ -6,6 +6,9 @@ Lifecycle (see docs/computer.md):
   unknown token raises SessionError and touches nothing, so a late call from an old rollout can
   never act on a newer one.
 - Calls for one session are serialized by a per-session lock; sessions run concurrently.
+- Goldens are a cache every process on the engine shares: the engine holds a lease on each it
+  serves from (sandbox/goldens.py), and deletes a golden it lets go of only when nobody else holds
+  it; a golden forced out from under it is built (or copied) again by the next seed.
 - Ownership is bounded: a maintenance thread reaps sessions idle past `idle_ttl_s`, evicts goldens
   by LRU/TTL through the provider, retries failed deletions in bounded batches (new seeds are
   refused while the backlog is at its high-water mark, rather than leaking further), and asks
@@ -22,27 +25,22 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from shinken.bundles.loader import discover, load_bundle
+from shinken.bundles.catalog import BundleCatalog
 from shinken.bundles.model import Bundle
 from shinken.computer import actions
 from shinken.computer.actions import ToolOutput
 from shinken.computer.demand import DemandPolicy, DemandSizer
-from shinken.computer.profiles import Profile
-from shinken.computer.settings import DEFAULTS, ServerSettings
+from shinken.computer.contract import EngineConfig, EngineStatus, VerifyResult
 from shinken.computer.tools import ToolContext, new_context
-from shinken.errors import ShinkenError
-from shinken.images.build import DEFAULT_IMAGE
-from shinken.judge.config import JudgeConfig
-from shinken.failure_kinds import kind_of, reason
-from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, InfraError, Provider,
+from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, ImageMissing, InfraError, Provider,
                                  QuotaExceeded, SessionError, SetupError, StartStateError)
 from shinken.sandbox import connect_secret, disk_quota
 from shinken.sandbox.ownership import LABEL_MADE_BY
-from shinken.tiers import Tier, parse_tier, serving_tier
+from shinken.tiers import Tier, parse_tier
 
 if TYPE_CHECKING:
     from shinken.mockweb.runs import WebPlan
@@ -60,34 +58,6 @@ GC_INTERVAL_S = 300.0
 # are `shinken gc`'s to reclaim, when the user asks: an engine racing the user's own
 # `shinken gc --force` over them would only turn its report into failures.
 ENGINE_LABELS = {LABEL_MADE_BY: "computer-engine"}
-
-
-@dataclass
-class VerifyResult:
-    """A verify answer. A masked one names its failure in Gym's words (shinken/failure_kinds.py):
-    `failure_kind` a Gym kind, `failure_stage` where it happened, `failure_reason` shinken's finer
-    code first ("reward_timeout: ...")."""
-
-    reward: float
-    mask_sample: bool
-    failure_kind: str | None
-    failure_reason: str | None
-    reward_output_tail: str
-    failure_stage: str | None = None
-
-    @classmethod
-    def masked(cls, code: str, stage: str, detail: str, output_tail: str = "") -> "VerifyResult":
-        return cls(0.0, True, kind_of(code), reason(code, detail), output_tail, stage)
-
-    @property
-    def code(self) -> str | None:
-        """shinken's reason code of a masked result (the head of failure_reason)."""
-        return self.failure_reason.split(":", 1)[0] if self.failure_reason else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"reward": self.reward, "mask_sample": self.mask_sample, "failure_kind": self.failure_kind,
-                "failure_stage": self.failure_stage, "failure_reason": self.failure_reason,
-                "reward_output_tail": self.reward_output_tail}
 
 
 @dataclass
@@ -147,49 +117,51 @@ def _infra_code(exc: BaseException) -> str:
 
 
 class ComputerEngine:
-    def __init__(self, task_root: str | os.PathLike[str], image: str, *, accept_filesystem: bool = False,
-                 pool_size: int = DEFAULTS.pool_size, idle_ttl_s: float = DEFAULTS.idle_ttl_s,
-                 golden_ttl_s: float = DEFAULTS.golden_ttl_s, max_goldens: int = DEFAULTS.max_goldens,
-                 provider: Provider | None = None,
+    """The local engine: rollouts on this machine's Docker engine, as `config` decides them."""
+
+    def __init__(self, config: EngineConfig, *, provider: Provider | None = None,
                  maintenance_interval_s: float | None = None,
                  keep_goldens_on_close: bool = False, delete_high_water: int = DELETE_HIGH_WATER,
                  backlog_wait_s: float = BACKLOG_WAIT_S, gc_interval_s: float | None = GC_INTERVAL_S,
-                 judge: JudgeConfig | None = None, web: WebPlan | None = None, profile: Profile | None = None,
-                 demand_pools: bool = DEFAULTS.demand_pools,
                  demand: DemandPolicy | None = None, warm_budget: Callable[[], int] | None = None,
                  desktop_mib: float = 600.0, golden_source: Callable[[Any, Bundle, str], Golden] | None = None,
                  disk_share_mib: float | None = None) -> None:
-        self.task_root = Path(task_root)
+        self._config = config
+        self.task_root = config.task_root
         # Where a golden this engine lacks comes from: (provider, bundle, base image id) -> Golden;
         # default the provider's ensure_golden (found or built here). A fleet host copies through
         # the fleet's registry first (fleet/golden_copy.py).
         self.golden_source = golden_source
         # What the policy sees and acts with (docs/computer.md, "Profiles"); the default is the
         # accessibility tree and shinken's element tools.
-        self.profile = profile or Profile()
-        self.image = image
+        self.profile = config.profile
+        self.image = config.image
         self._image_id: str | None = None  # resolved once, at the first golden: a moved tag changes nothing
-        self.accept_filesystem = accept_filesystem
-        self.pool_size = int(pool_size)
+        self.accept_filesystem = config.accept_filesystem
+        self.pool_size = int(config.pool_size)
         # Demand-sized pools (computer/demand.py) instead of pool_size per golden: sized from the
         # seeds observed, all together within warm_budget() (a fleet host: its free slots) and the
-        # memory the machine has for desktops of desktop_mib each. demand_pools: with the default policy
-        # (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS). A fixed pool_size > 0 wins.
-        if demand is None and demand_pools and self.pool_size == 0:
+        # memory the machine has for desktops of desktop_mib each. config.demand_pools: with the default
+        # policy (the server's shinken_demand_pools / SHINKEN_DEMAND_POOLS). A fixed pool_size > 0 wins.
+        if demand is None and config.demand_pools and self.pool_size == 0:
             demand = DemandPolicy()
         self.demand = DemandSizer(demand) if demand is not None else None
         self.warm_budget = warm_budget
         self.desktop_mib = float(desktop_mib)
-        self.idle_ttl_s = float(idle_ttl_s)
-        self.golden_ttl_s = float(golden_ttl_s)
-        self.max_goldens = max(1, int(max_goldens))
+        self.idle_ttl_s = float(config.idle_ttl_s)
+        self.golden_ttl_s = float(config.golden_ttl_s)
+        self.max_goldens = max(1, int(config.max_goldens))
         self.keep_goldens_on_close = keep_goldens_on_close
         self.delete_high_water = max(1, int(delete_high_water))
         self.backlog_wait_s = float(backlog_wait_s)
         self.gc_interval_s = gc_interval_s
-        self._folders = {p.name: p for p in discover(self.task_root)}  # task id -> folder (lazy load)
-        self._bundles: dict[str, Bundle] = {}
-        self._all_loaded = False
+        web: WebPlan | None = None
+        if config.web:
+            from shinken.mockweb.runs import web_plan
+
+            web = web_plan(config.hub_image, config.mock_urls)
+        # A web task runs on its copy naming this server's mock addresses (web.prepare).
+        self.catalog = BundleCatalog(self.task_root, web.prepare if web is not None else None)
         self._owns_provider = provider is None
         share = disk_quota.share_mib(disk_share_mib)  # a served computer's share of the disk (MiB; 0: none)
         # mockweb.runs.WebPlan: web tasks are materialized for its hub and forked with their own
@@ -204,7 +176,7 @@ class ComputerEngine:
 
                 self.web_session = web.session(connect(), run_id=f"server-{os.getpid()}", labels=ENGINE_LABELS)
             # judged rewards reach the judge through the relay
-            provider = DockerProvider(judge=judge, labels=ENGINE_LABELS, web=self.web_session, disk_share_mib=share)
+            provider = DockerProvider(judge=config.judge, labels=ENGINE_LABELS, web=self.web_session, disk_share_mib=share)
         self.provider = provider
         # Each served computer's share of the engine's disk, where the storage driver does not hold it to it.
         self.disk_watch = disk_quota.DiskWatch(getattr(provider, "api", None), share)
@@ -220,7 +192,7 @@ class ComputerEngine:
         self._stop = threading.Event()
         self._last_gc = 0.0
         self.stats = {"reaped": 0, "evicted": 0, "deleted_retries": 0, "gc_reclaimed": 0, "pool_hits": 0,
-                      "pool_misses": 0}
+                      "pool_misses": 0, "goldens_kept": 0}
         interval = maintenance_interval_s
         if interval is None:
             interval = max(1.0, min(30.0, self.idle_ttl_s / 4, self.golden_ttl_s / 4))
@@ -236,34 +208,12 @@ class ComputerEngine:
 
     @classmethod
     def from_env(cls, **overrides: Any) -> "ComputerEngine":
-        root = os.environ.get("CUA_GYM_TASKS")
-        if not root:
-            raise ShinkenError("CUA_GYM_TASKS is not set; point it at a folder of task bundles")
-        fidelity = os.environ.get("SHINKEN_STATE_FIDELITY", "").strip()
-        if fidelity == "process_memory":
-            raise ShinkenError("SHINKEN_STATE_FIDELITY=process_memory: checkpointing process memory needs CRIU, which "
-                               "does not work here; use checked (start states relaunched and checked per task tier)")
-        if fidelity not in ("", "checked", "filesystem"):
-            raise ShinkenError(f"SHINKEN_STATE_FIDELITY={fidelity!r}: use checked (the default) or filesystem")
-        kwargs: dict[str, Any] = dict(
-            task_root=root,
-            image=os.environ.get("SHINKEN_IMAGE", "").strip() or DEFAULT_IMAGE,
-            # "filesystem" = the operator accepts unchecked forks that keep files but may lack processes.
-            accept_filesystem=fidelity == "filesystem",
-            **asdict(ServerSettings.from_env()),  # SHINKEN_POOL_SIZE, _IDLE_TTL, _GOLDEN_TTL, _MAX_GOLDENS
-            # Server config shinken_judge_url / shinken_judge_model (docs/judge.md).
-            judge=JudgeConfig.create(os.environ.get("SHINKEN_JUDGE_URL", "").strip() or None,
-                                     os.environ.get("SHINKEN_JUDGE_MODEL", "").strip() or None,
-                                     ("SHINKEN_JUDGE_URL (shinken_judge_url)", "SHINKEN_JUDGE_MODEL (shinken_judge_model)")),
-        )
-        hub = os.environ.get("SHINKEN_HUB_IMAGE", "").strip() or None  # shinken_hub_image
-        mock_urls = os.environ.get("SHINKEN_MOCK_URLS", "").strip() or None  # shinken_mock_urls
-        if hub or mock_urls:
-            from shinken.mockweb.runs import web_plan
+        """The engine EngineConfig.from_env() describes; `overrides` are the engine's own keywords."""
+        return cls(EngineConfig.from_env(), **overrides)
 
-            kwargs["web"] = web_plan(hub, Path(mock_urls) if mock_urls else None)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+    @property
+    def config(self) -> EngineConfig:
+        return self._config
 
     # ------------------------------------------------------------------ call bookkeeping
 
@@ -307,47 +257,11 @@ class ComputerEngine:
     def add_task_folder(self, folder: Path) -> None:
         """Serve the bundle in `folder` too (a fleet host agent receives bundles as rollouts are
         placed on it); a changed folder of the same name replaces the cached bundle."""
-        with self._lock:
-            self._folders[folder.name] = folder
-            self._bundles.pop(folder.name, None)
+        self.catalog.add_folder(folder)
 
     def bundle(self, task_id: str) -> Bundle:
-        with self._lock:
-            b = self._bundles.get(task_id)
-        if b is not None:
-            return b
-        folder = self._folders.get(task_id)
-        if folder is not None:
-            b = load_bundle(folder)
-        else:
-            b = self._find_by_id(task_id)
-        if b is None:
-            raise ShinkenError(f"task {task_id!r}: not found under {self.task_root}")
-        if not b.ok:
-            raise ShinkenError(f"task {task_id!r}: the bundle is defective ({b.why_defective()}); run `shinken triage`")
-        if self.web_plan is not None:  # a web task runs on its copy with this server's mock addresses
-            b, blocked = self.web_plan.prepare(b)
-            if blocked:
-                raise ShinkenError(f"task {task_id!r}: {blocked}")
-        with self._lock:
-            self._bundles[task_id] = b
-        return b
-
-    def _find_by_id(self, task_id: str) -> Bundle | None:
-        # A folder whose name is not its id: scan once (rare; demo and release use the id as name).
-        with self._lock:
-            if self._all_loaded:
-                return None
-            self._all_loaded = True
-        found = None
-        for name, folder in self._folders.items():
-            b = load_bundle(folder)
-            if b.id != name:
-                with self._lock:
-                    self._bundles.setdefault(b.id, b)
-                if b.id == task_id:
-                    found = b
-        return found
+        """The task's bundle as this engine runs it (a web task prepared for its mock addresses)."""
+        return self.catalog.get(task_id)
 
     def _acquire_golden(self, task_id: str, tier: Tier | None = None,
                         timing: dict[str, Any] | None = None) -> _GoldenEntry:
@@ -368,11 +282,7 @@ class ComputerEngine:
                         timing["golden"] = "warm"
                     return entry
             t0 = time.perf_counter()
-            if self.golden_source is not None:
-                golden = self.golden_source(self.provider, bundle, self._base_image_id())
-            else:
-                golden = self.provider.ensure_golden(bundle, self._base_image_id())
-                golden.origin = golden.origin or ("cached" if golden.reused else "built")
+            golden = self._golden(bundle)
             if timing is not None:
                 timing.update(golden=golden.origin or "built", golden_s=round(time.perf_counter() - t0, 3),
                               **({"golden_note": golden.origin_note} if golden.origin_note else {}))
@@ -392,6 +302,25 @@ class ComputerEngine:
         for tid, victim in victims:
             self._delete_golden(tid, victim)
         return entry
+
+    def _golden(self, bundle: Bundle) -> Golden:
+        """The task's golden, found, built or copied, with this engine's lease on it (a shared cache:
+        no other process deletes it while this one serves from it). A golden another process
+        deleted between the lookup and the lease is built or fetched again, once."""
+        for attempt in (1, 2):
+            if self.golden_source is not None:
+                golden = self.golden_source(self.provider, bundle, self._base_image_id())
+            else:
+                golden = self.provider.ensure_golden(bundle, self._base_image_id())
+                golden.origin = golden.origin or ("cached" if golden.reused else "built")
+            try:
+                self.provider.hold_golden(golden)
+                return golden
+            except ImageMissing:
+                if attempt == 2:
+                    raise
+                log.warning("the golden of %s was deleted as it was found; getting it again", bundle.id)
+        raise AssertionError("unreachable")
 
     def _base_image_id(self) -> str:
         with self._lock:
@@ -427,12 +356,28 @@ class ComputerEngine:
         for tid, victim in victims:
             self._delete_golden(tid, victim)
 
+    def _forget_golden(self, task_id: str, entry: _GoldenEntry) -> None:
+        """Drop a golden whose image is gone (its pool and lease with it); the next seed gets it anew.
+        The seed that found it gone keeps its reference, moved to the new entry."""
+        with self._lock:
+            if self._goldens.get(task_id) is entry:
+                del self._goldens[task_id]
+        if entry.pool is not None:
+            self._try_delete(f"pool of {task_id}", entry.pool.close)
+        self._try_delete(f"lease on golden {entry.golden.tag}",
+                         functools.partial(self.provider.release_golden, entry.golden))
+
     def _delete_golden(self, task_id: str, entry: _GoldenEntry) -> None:
         self.stats["evicted"] += 1
         if entry.pool is not None:
             self._try_delete(f"pool of {task_id}", entry.pool.close)
-        golden = entry.golden
-        self._try_delete(f"golden {golden.tag}", lambda: self.provider.delete_golden(golden))
+        self._try_delete(f"golden {entry.golden.tag}", functools.partial(self._let_go_golden, entry.golden))
+
+    def _let_go_golden(self, golden: Golden) -> None:
+        """Delete the golden unless another process holds it (a shared cache: then it stays theirs)."""
+        if not self.provider.delete_golden(golden):
+            log.info("golden %s stays: another process serves from it", golden.tag)
+            self.stats["goldens_kept"] += 1
 
     def _try_delete(self, what: str, action: Callable[[], None]) -> None:
         """Delete now; on failure queue it for bounded retries (never silently dropped)."""
@@ -485,7 +430,7 @@ class ComputerEngine:
             time.sleep(0.5)
 
     def serving_tier(self, golden: Golden, requested: Tier | str | None) -> Tier:
-        return serving_tier(requested, needs_relaunch=golden.needs_relaunch, accept_filesystem=self.accept_filesystem)
+        return self.config.serving_tier(requested, needs_relaunch=golden.needs_relaunch)
 
     def _computer(self, entry: _GoldenEntry, tier: Tier, *, pooled: bool = True,
                   timing: dict[str, Any] | None = None) -> Fork:
@@ -550,6 +495,16 @@ class ComputerEngine:
                             fork = self._computer(entry, use, pooled=False, timing=timing)
                         except StartStateError as exc:
                             fork, mismatch = None, exc
+                    except InfraError:
+                        if self.provider.has_golden(entry.golden):
+                            raise
+                        # Forced out by a process that held no lease (an older shinken, `docker rmi -f`):
+                        # the golden is got again (built, or copied) and the seed goes on.
+                        log.warning("task %s: its golden %s is gone; getting it again", task_id, entry.golden.tag)
+                        self._forget_golden(task_id, entry)
+                        entry = self._acquire_golden(task_id, parse_tier(tier), timing)
+                        timing["golden_note"] = "the golden this engine held was gone"
+                        fork = self._computer(entry, use, pooled=False, timing=timing)
                 except BaseException:
                     self._release_golden(task_id)
                     raise
@@ -565,7 +520,7 @@ class ComputerEngine:
                     sess.infra_failure, sess.failure_code, sess.failure_stage = None, "infra", "agent"
                 sess.generation = f"g{secrets.token_hex(12)}"
                 sess.last_used = time.monotonic()
-                sess.timing = {**timing, "seed_s": round(time.perf_counter() - t_seed, 3)}
+                sess.timing = {**timing, "tier": use.value, "seed_s": round(time.perf_counter() - t_seed, 3)}
                 return sess.generation
             finally:
                 if sess.generation is None:
@@ -689,7 +644,8 @@ class ComputerEngine:
 
     def seed_timing(self, session: str) -> dict[str, Any]:
         """How the session's last seed went: its golden (warm / cached / built / copied, seconds,
-        why not copied) and the seed's seconds; {} for an unknown session."""
+        why not copied), the tier its computer was made at and the seed's seconds; {} for an
+        unknown session."""
         with self._lock:
             sess = self._sessions.get(session)
             return dict(sess.timing) if sess is not None else {}
@@ -703,6 +659,11 @@ class ComputerEngine:
         """Cached golden task ids, least recently used first."""
         with self._lock:
             return list(self._goldens)
+
+    def status(self) -> EngineStatus:
+        with self._lock:
+            live = sum(1 for s in self._sessions.values() if s.generation)
+            return EngineStatus(sessions={"local": live}, goldens={"local": list(self._goldens)})
 
     # ------------------------------------------------------------------ teardown
 
@@ -828,7 +789,7 @@ class ComputerEngine:
         try:
             items = reclaim.find_reclaimable(client, include_goldens=False, include_temp_dirs=False,
                                              label_filter=ENGINE_LABELS)
-            items = [i for i in items if i.kind in ("fork", "pool", "hub", "network")]
+            items = [i for i in items if i.kind in ("fork", "pool", "lease", "hub", "network")]
             if items:
                 reclaimed, failed = reclaim.reclaim(client, items)
                 self.stats["gc_reclaimed"] += len(reclaimed)
@@ -867,8 +828,7 @@ class ComputerEngine:
         self._close_web()
         for tid, entry in goldens:
             if not self.keep_goldens_on_close:
-                golden = entry.golden
-                self._try_delete(f"golden {golden.tag}", functools.partial(self.provider.delete_golden, golden))
+                self._try_delete(f"golden {entry.golden.tag}", functools.partial(self._let_go_golden, entry.golden))
         for _ in range(3):
             if not self.retry_deletions(batch=len(self._pending) or 1):
                 break

@@ -58,6 +58,16 @@ class Answer:
         return self.error == "bad_task"
 
 
+class RaisedElsewhere(ShinkenError):
+    """An exception raised on another host (a fleet host's agent, fleet/wire.py) and carried here
+    with the answer this table gave it there: the server answers it as if it had been raised here.
+    `exc_class` names the original class (qualified), `host` where it was raised."""
+
+    def __init__(self, answer: "Answer", exc_class: str, detail: str, host: str = "") -> None:
+        super().__init__(detail)
+        self.answer, self.exc_class, self.host = answer, exc_class, host
+
+
 STALE = Answer(409, "stale_session", SESSION_LOST)
 INFRA = Answer(503, "infra_error", PROVIDER_UNAVAILABLE)
 LOST = Answer(503, "infra_error", SESSION_LOST)
@@ -93,6 +103,8 @@ ANSWERS: dict[type[BaseException], Answer] = {
     InternalError: BUG,
     # a container create whose labels name no owner, refused at the Docker door: shinken's bug
     UnownedContainer: BUG,
+    # answered by the answer it carries (answer_for); a bug only if it carries none
+    RaisedElsewhere: BUG,
     # the Docker SDK's own errors where no shinken code wrapped them: an engine that stopped
     # answering (its socket gone: a ConnectionError) or answered an error is an outage
     requests.exceptions.RequestException: INFRA,
@@ -130,7 +142,11 @@ NOT_RAISED_TO_SERVER: dict[str, str] = {
 
 def answer_for(exc: BaseException) -> Answer:
     """The answer for an exception: its class's entry, else its nearest base's; an exception
-    shinken did not classify (a bug) is a 500, never a task error."""
+    shinken did not classify (a bug) is a 500, never a task error. An exception carried from a
+    fleet host gets the answer it got there."""
+    carried = getattr(exc, "answer", None) if isinstance(exc, RaisedElsewhere) else None
+    if isinstance(carried, Answer):
+        return carried
     for cls in type(exc).__mro__:
         found = ANSWERS.get(cls) or ANSWERS_BY_NAME.get(qualified_name(cls))
         if found is not None:

@@ -22,9 +22,9 @@ class ServerSettings:
     golden_ttl_s: float = 3600  # seconds an unused golden image is kept
     max_goldens: int = 64  # golden images kept at once (LRU)
     # Warm computers per task sized from its seeds (computer/demand.py) instead of pool_size per
-    # golden; off by default (docs/fleet.md, "Demand pools on the local engine": what they cost, and
-    # what failed with them on by default: a warm computer still being made when a server is
-    # stopped outlives it until a gc).
+    # golden; off by default (docs/fleet.md, "Demand-sized warm pools"; docs/measurements/fleet.md:
+    # what they cost, and what failed with them on by default: a warm computer still being made
+    # when a server is stopped outlives it until a gc).
     demand_pools: bool = False
 
     @classmethod

@@ -1,82 +1,88 @@
 """The host agent: one per fleet host (a named, detached Ray actor pinned to its node) owning that
-node's Docker engine through a local ComputerEngine: goldens, forks, warm pools, sessions, gc.
+node's Docker engine: goldens, forks, warm pools, sessions, gc.
 
 Every Docker call of a rollout happens here, on the host; callers (the router, a sandbox
-provider) reach it only through the methods below, which take and return plain data. Errors come
-back as {"error": kind, "detail": text}, never as exceptions, so a caller on another Python can
-read them: kinds are "full" (no free slot), "need_task" (send the bundle), "session" (stale or
-unknown token), "task" (bad task), "infra" (the engine failed).
+provider) reach it only through the methods below, which take and return the data classes of
+fleet/wire.py. A rollout is served with the config its server sent along with the seed
+(`SeedRequest.rollout`, EngineConfig.rollout()): one local engine per distinct config, made at its
+first seed, never the host's own defaults. What the host spends of its own (slots, warm pools,
+the golden cache's bounds, the registry goldens are copied through) is set at `fleet join`. A
+config the host cannot serve (another task image, a hub image it lacks, a wire of another
+version) is refused, naming the difference. An engine call that raises comes back as the failure
+table's answer (wire.Failed), never as a string of the agent's making.
 
-Admission is by slots: a host runs at most `slots` live rollouts; a seed past that is answered
+Admission is by slots: a host runs at most `slots` live rollouts; a seed past that is refused
 "full" at once (the router tries another host) and never queued here."""
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
+import json
 import os
 import secrets
 import shutil
 import socket
 import threading
 import time
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from shinken.computer.contract import EngineConfig
 from shinken.errors import ShinkenError
 from shinken.failure_kinds import kind_of, reason
+from shinken.fleet.wire import (WIRE_VERSION, EndAnswer, Ended, Failed, ObserveAnswer, Observed, Refused,
+                                SeedAnswer, Seeded, SeedRequest, VerifyAnswer, Verified)
 from shinken.sandbox.api import InfraError, SessionError
 
 NAMESPACE = "shinken"
 AGENT_PREFIX = "shinken-agent-"
+ENGINE_SEP = "."  # an engine token is "<config key>.<the engine's generation>"
 
 
 def agent_name(host: str) -> str:
     return f"{AGENT_PREFIX}{host}"
 
 
-def _error(kind: str, detail: str) -> dict[str, Any]:
-    return {"error": kind, "detail": detail}
+def config_key(rollout: dict[str, Any]) -> str:
+    """A short name of a rollout config (EngineConfig.rollout()): equal configs, equal keys."""
+    return hashlib.sha256(json.dumps(rollout, sort_keys=True).encode()).hexdigest()[:12]
 
 
 class HostAgent:
     """Owns this node's engine (DOCKER_HOST of the Ray node it runs on)."""
 
-    def __init__(self, host: str, slots: int, image: str, *, pool_size: int = 0, accept_filesystem: bool = True,
-                 idle_ttl_s: float = 900, golden_ttl_s: float = 3600, max_goldens: int = 64,
-                 hub_image: str | None = None, engine_factory: Any = None, demand_pools: bool | None = None,
-                 desktop_mib: float = 600.0, registry: str | None = None) -> None:
-        from shinken.computer.engine import ComputerEngine
+    def __init__(self, host: str, slots: int, image: str, *, pool_size: int = 0, golden_ttl_s: float = 3600,
+                 max_goldens: int = 64, hub_image: str | None = None, engine_factory: Callable[..., Any] | None = None,
+                 demand_pools: bool | None = None, desktop_mib: float = 600.0, registry: str | None = None) -> None:
         from shinken.runtime import make_temp_dir
+        from shinken.sandbox.docker_client import connect
 
         self.host = host
         self.slots = max(1, int(slots))
+        self.image = image
         self.registry = registry  # the fleet's registry: goldens are copied through it (fleet/golden_copy.py)
+        self.hub_image = hub_image  # checked at join; the hub probes on this host attach to (web_endpoint)
         self.incarnation = secrets.token_hex(4)  # a token from an earlier agent of this host is stale
         self.started = time.time()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _used() reads the engines under it
         self._placing = 0  # seeds admitted and still starting
         self._live: set[str] = set()  # sessions holding a slot
         self.tasks_dir = make_temp_dir(prefix=f"fleet-agent-{host}-")
-        self.stats = {"seeds": 0, "refused_full": 0, "infra_errors": 0}
+        self.stats = {"seeds": 0, "refused_full": 0, "refused_config": 0, "infra_errors": 0}
         self._webs: dict[str, Any] = {}  # hub image id -> the WebSession probe tasks on this host attach to
         self._web_lock = threading.Lock()
-        web = None
-        if hub_image:
-            from shinken.mockweb.runs import web_plan
-
-            web = web_plan(hub_image, None)
-        factory = engine_factory or ComputerEngine
+        self.client = connect()  # this node's engine: health, image id, gc (EngineUnreachable names the fix)
+        # The host's part of every engine's config: where its bundles are, what it spends.
+        self.base = EngineConfig(self.tasks_dir, image, pool_size=pool_size, demand_pools=False,
+                                 golden_ttl_s=golden_ttl_s, max_goldens=max_goldens)
+        self._factory = engine_factory
         # Warm computers per task sized from its seeds, within this host's free slots (on by default
         # for a fleet host, computer/settings.py); a fixed pool_size > 0 instead wins.
         if demand_pools is None:
             from shinken.computer.settings import FLEET_DEMAND_POOLS
 
             demand_pools = FLEET_DEMAND_POOLS
-        extra: dict[str, Any] = {"demand_pools": False}
-        if demand_pools and pool_size == 0:
-            from shinken.computer.demand import DemandPolicy
-
-            extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": desktop_mib}
+        self.demand_pools = bool(demand_pools) and pool_size == 0
+        self.desktop_mib = float(desktop_mib)
         self.copier = None
         if registry:  # goldens this host lacks come from the registry when another host pushed them
             from shinken.fleet.golden_copy import GoldenCopier
@@ -84,16 +90,89 @@ class HostAgent:
             from shinken.fleet.registry import split_ref
 
             self.copier = GoldenCopier(registry, split_ref(image)[0], FleetLedger(), host)
-            extra["golden_source"] = self.copier.ensure
-        self.engine = factory(self.tasks_dir, image, accept_filesystem=accept_filesystem, pool_size=pool_size,
-                              idle_ttl_s=idle_ttl_s, golden_ttl_s=golden_ttl_s, max_goldens=max_goldens, web=web,
-                              **extra)
+        self._engines: dict[str, Any] = {}  # config key -> its ComputerEngine
+        self._engine_locks: dict[str, threading.Lock] = {}
+        self._folders: list[Any] = []  # bundles received: every engine made later serves them too
+
+    # ------------------------------------------------------------------ engines
+
+    def engines(self) -> list[Any]:
+        with self._lock:
+            return list(self._engines.values())
+
+    def engine_for(self, rollout: dict[str, Any]) -> Any:
+        """The engine serving `rollout` (EngineConfig.rollout()), made at its first seed; Refused
+        when this host cannot serve it. Raises what making it raised otherwise (an engine down)."""
+        key = config_key(rollout)
+        with self._lock:
+            found = self._engines.get(key)
+            lock = self._engine_locks.setdefault(key, threading.Lock())
+        if found is not None:
+            return found
+        with lock:
+            with self._lock:
+                found = self._engines.get(key)
+            if found is not None:
+                return found
+            refused = self._cannot_serve(rollout)
+            if refused is not None:
+                return refused
+            config = self.base.with_rollout(rollout)
+            extra: dict[str, Any] = {}
+            if self.demand_pools:
+                from shinken.computer.demand import DemandPolicy
+
+                extra = {"demand": DemandPolicy(), "warm_budget": self._free_slots, "desktop_mib": self.desktop_mib}
+            if self.copier is not None:
+                extra["golden_source"] = self.copier.ensure
+            if self._factory is None:
+                from shinken.computer.engine import ComputerEngine
+
+                factory: Callable[..., Any] = ComputerEngine
+            else:
+                factory = self._factory
+            try:
+                engine = factory(config, **extra)
+            except InfraError:
+                raise
+            except ShinkenError as exc:  # the config names something this host lacks (a hub image, a file)
+                return Refused("config", f"host {self.host} cannot serve this config: {exc}")
+            with self._lock:
+                for folder in self._folders:
+                    engine.add_task_folder(folder)
+                self._engines[key] = engine
+            return engine
+
+    def _cannot_serve(self, rollout: dict[str, Any]) -> Refused | None:
+        if rollout.get("image") != self.image:
+            return Refused("config", f"host {self.host} serves image {self.image} (its `fleet join --image`); the "
+                                     f"server's config names {rollout.get('image')}: make them the same")
+        mock_urls = rollout.get("mock_urls")
+        if mock_urls and not os.path.isfile(mock_urls):
+            return Refused("config", f"host {self.host} has no mock URL map at {mock_urls} (the server's "
+                                     "shinken_mock_urls): put the file there on every host, or serve web tasks "
+                                     "from a hub image (shinken_hub_image)")
+        return None
+
+    def _engine_of(self, generation: str | None) -> tuple[Any, str | None]:
+        """(the engine a token names, the engine's own token); SessionError for a token of no engine here."""
+        key, sep, gen = str(generation or "").partition(ENGINE_SEP)
+        with self._lock:
+            engine = self._engines.get(key) if sep else None
+        if engine is None:
+            raise SessionError("stale or unknown generation; reseed to start a new rollout")
+        return engine, gen
 
     # ------------------------------------------------------------------ state
 
+    def _sessions(self) -> set[str]:
+        out: set[str] = set()
+        for e in self.engines():
+            out |= set(e.sessions())
+        return out
+
     def _used(self) -> int:
-        live = set(self.engine.sessions())
-        self._live &= live  # reaped sessions give their slot back
+        self._live &= self._sessions()  # reaped sessions give their slot back
         return len(self._live) + self._placing
 
     def _free_slots(self) -> int:
@@ -103,32 +182,36 @@ class HostAgent:
 
     def info(self) -> dict[str, Any]:
         """What `fleet status` and the router read: slots, sessions, goldens, load, engine health."""
+        from shinken.sandbox.docker_client import resolve_image
+
         image_id = None
         detail = self._engine_down() or ""
         if not detail:
             try:
-                provider: Any = self.engine.provider  # a DockerProvider: the agent made the engine
-                image_id = provider.resolve_image(self.engine.image)
+                image_id = resolve_image(self.client, self.image)
             except Exception as exc:  # noqa: BLE001 - any failure means the engine is not usable now
                 detail = f"{type(exc).__name__}: {exc}"[:300]
         docker_ok = not detail
+        engines = self.engines()
         with self._lock:
             used = self._used()
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        goldens = sorted({t for e in engines for t in e.goldens()})
         return {"host": self.host, "incarnation": self.incarnation, "node": socket.gethostname(), "pid": os.getpid(),
                 "docker_host": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
                 "slots": self.slots, "used": used, "free": max(0, self.slots - used),
-                "sessions": len(self.engine.sessions()), "goldens": self.engine.goldens(),
-                "image": self.engine.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
-                "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1),
-                "pools": self._pool_mode(), "warm": self._warm(), **self.stats, **self._copies()}
+                "sessions": sum(len(e.sessions()) for e in engines), "goldens": goldens,
+                "image": self.image, "image_id": image_id, "docker_ok": docker_ok, "docker_error": detail,
+                "load1": round(load, 2), "uptime_s": round(time.time() - self.started, 1), "wire": WIRE_VERSION,
+                "configs": [e.config.profile.name + (" filesystem" if e.config.accept_filesystem else "")
+                            for e in engines],
+                "pools": self._pool_mode(), "warm": self._warm(engines), **self.stats, **self._copies()}
 
     def _pool_mode(self) -> str:
         """How this host keeps warm computers: demand (sized from the seeds), fixed K per golden, or off."""
-        if getattr(self.engine, "demand", None) is not None:
+        if self.demand_pools:
             return "demand"
-        size = int(getattr(self.engine, "pool_size", 0) or 0)
-        return f"fixed {size}" if size else "off"
+        return f"fixed {self.base.pool_size}" if self.base.pool_size else "off"
 
     def _copies(self) -> dict[str, Any]:
         """Goldens copied through the registry, built here, pushed (fleet/golden_copy.py); {} without a registry."""
@@ -136,10 +219,13 @@ class HostAgent:
             return {}
         return {**self.copier.stats, "pushed": list(self.copier.pushed), "registry": self.registry}
 
-    def _warm(self) -> dict[str, Any]:
+    def _warm(self, engines: list[Any]) -> dict[str, Any]:
         """The warm pools: per task target size, ready, being made (demand pools; {} otherwise)."""
-        targets = getattr(self.engine, "pool_targets", None)
-        return targets() if callable(targets) else {}
+        out: dict[str, Any] = {}
+        for e in engines:
+            targets = getattr(e, "pool_targets", None)
+            out.update(targets() if callable(targets) else {})
+        return out
 
     # ------------------------------------------------------------------ tasks
 
@@ -160,8 +246,8 @@ class HostAgent:
 
         try:
             name, files = wire.checked(payload)
-        except ShinkenError as exc:
-            return _error("task", str(exc))
+        except ShinkenError as exc:  # nothing written; the seed that follows answers the unknown task
+            return {"error": "task", "detail": str(exc)}
         dest = self.tasks_dir / name
         tmp = self.tasks_dir / f".{name}.{secrets.token_hex(4)}"
         tmp.mkdir()
@@ -170,39 +256,45 @@ class HostAgent:
             if dest.exists():
                 shutil.rmtree(dest)
             tmp.rename(dest)
-        self.engine.add_task_folder(dest)
+            if dest not in self._folders:
+                self._folders.append(dest)
+            engines = list(self._engines.values())
+        for engine in engines:
+            engine.add_task_folder(dest)
         return {"ok": True}
 
     # ------------------------------------------------------------------ the session API
 
-    def seed(self, session: str, task_id: str, name: str, bundle_hash: str, tier: str | None = None,
-             generation: str | None = None) -> dict[str, Any]:
-        if not self.has_task(name, bundle_hash):
-            return _error("need_task", f"{task_id}: bundle {bundle_hash[:12]} not on host {self.host}")
+    def seed(self, req: SeedRequest) -> SeedAnswer:
+        if req.wire != WIRE_VERSION:
+            return Refused("config", f"host {self.host} speaks fleet wire {WIRE_VERSION}, the server {req.wire}: "
+                                     "run the same shinken on the server and the hosts")
+        if not self.has_task(req.folder, req.bundle_hash):
+            return Refused("need_task", f"{req.task_id}: bundle {req.bundle_hash[:12]} not on host {self.host}")
         with self._lock:
-            holds = session in self._live
+            holds = req.session in self._live
             if not holds and self._used() >= self.slots:
                 self.stats["refused_full"] += 1
-                return _error("full", f"host {self.host}: all {self.slots} slots in use")
+                return Refused("full", f"host {self.host}: all {self.slots} slots in use")
             if not holds:
                 self._placing += 1
         try:
-            gen = self.engine.seed(session, task_id, generation, tier)
+            engine = self.engine_for(req.rollout)
+            if isinstance(engine, Refused):
+                self.stats["refused_config"] += 1
+                return engine
+            _, old = self._engine_of(req.generation) if req.generation else (None, None)
+            gen = engine.seed(req.session, req.task_id, old, req.tier)
             with self._lock:
-                self._live.add(session)
+                self._live.add(req.session)
                 self.stats["seeds"] += 1
-            return {"generation": gen, "host": self.host, "incarnation": self.incarnation,
-                    "timing": self.engine.seed_timing(session)}
-        except SessionError as exc:
-            return _error("session", str(exc))
-        except InfraError as exc:
-            self.stats["infra_errors"] += 1
-            return _error("infra", f"host {self.host}: {exc}")
-        except ShinkenError as exc:
-            return _error("task", str(exc))
-        except Exception as exc:  # noqa: BLE001 - the Docker client's own errors when the engine died
-            self.stats["infra_errors"] += 1
-            return _error("infra", f"host {self.host}: {type(exc).__name__}: {exc}"[:400])
+            return Seeded(f"{config_key(req.rollout)}{ENGINE_SEP}{gen}", self.host, self.incarnation,
+                          engine.seed_timing(req.session))
+        except Exception as exc:  # noqa: BLE001 - every failure crosses as the table's answer
+            failed = Failed.of(exc, self.host)
+            if failed.infra:
+                self.stats["infra_errors"] += 1
+            return failed
         finally:
             with self._lock:
                 if not holds:
@@ -211,70 +303,59 @@ class HostAgent:
     def _engine_down(self) -> str | None:
         """Why this host's Docker engine does not answer now, or None."""
         try:
-            provider: Any = self.engine.provider
-            provider.client.ping()
+            self.client.ping()
             return None
         except Exception as exc:  # noqa: BLE001 - any failure: the engine is not usable
             return f"{type(exc).__name__}: {exc}"[:300]
 
-    def tool(self, session: str, generation: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        answer = self.step(session, generation, name, arguments)
-        answer.pop("screenshot", None)
-        return answer
-
-    def step(self, session: str, generation: str, name: str, arguments: Any) -> dict[str, Any]:
-        """One tool call (the engine's step): {"output": text, "screenshot": its fields or None}."""
-        return self._observed(lambda: self.engine.step(session, generation, name, arguments))
-
-    def first_observation(self, session: str, generation: str) -> dict[str, Any]:
-        """The screen a rollout starts from (screenshot profiles; {"output": None} otherwise)."""
-        return self._observed(lambda: self.engine.first_observation(session, generation))
-
-    def _observed(self, call: Any) -> dict[str, Any]:
+    def step(self, session: str, generation: str, name: str, arguments: Any) -> ObserveAnswer:
+        """One tool call (the engine's step): its text and, in screenshot profiles, the screen after it."""
         try:
-            out = call()
-            if out is None:
-                return {"output": None, "screenshot": None}
-            shot = dataclasses.asdict(out.screenshot) if out.screenshot is not None else None
-            return {"output": out.text, "screenshot": shot}
-        except SessionError as exc:
-            return _error("session", str(exc))
-        except ShinkenError as exc:
-            return _error("task", str(exc))
-        except Exception as exc:  # noqa: BLE001 - the Docker client's own errors when the engine died
-            self.stats["infra_errors"] += 1
-            return {"output": "error: the computer failed (infrastructure); this rollout will not be scored",
-                    "infra": f"{type(exc).__name__}: {exc}"[:300]}
+            engine, gen = self._engine_of(generation)
+            return Observed(engine.step(session, gen, name, arguments))
+        except Exception as exc:  # noqa: BLE001 - every failure crosses as the table's answer
+            return Failed.of(exc, self.host)
 
-    def verify(self, session: str, generation: str) -> dict[str, Any]:
+    def first_observation(self, session: str, generation: str) -> ObserveAnswer:
+        """The screen a rollout starts from (screenshot profiles; Observed(None) otherwise)."""
         try:
-            result = self.engine.verify(session, generation).to_json()
-        except SessionError as exc:
-            return _error("session", str(exc))
-        except ShinkenError as exc:
-            return _error("task", str(exc))
-        if result["mask_sample"] and result["failure_kind"] != kind_of("infra"):
+            engine, gen = self._engine_of(generation)
+            return Observed(engine.first_observation(session, gen))
+        except Exception as exc:  # noqa: BLE001 - every failure crosses as the table's answer
+            return Failed.of(exc, self.host)
+
+    def verify(self, session: str, generation: str) -> VerifyAnswer:
+        try:
+            engine, gen = self._engine_of(generation)
+            result = engine.verify(session, gen)
+        except Exception as exc:  # noqa: BLE001 - every failure crosses as the table's answer
+            return Failed.of(exc, self.host)
+        if result.mask_sample and result.failure_kind != kind_of("infra"):
             down = self._engine_down()  # a reward run that failed because the engine died is infrastructure
             if down is not None:
                 self.stats["infra_errors"] += 1
-                result.update(failure_kind=kind_of("infra"), failure_stage="verification",
-                              failure_reason=reason("infra", f"host {self.host}: Docker engine down ({down}); "
-                                                             f"was: {result['failure_reason']}"))
-        return result
+                result.failure_kind, result.failure_stage = kind_of("infra"), "verification"
+                result.failure_reason = reason("infra", f"host {self.host}: Docker engine down ({down}); "
+                                                        f"was: {result.failure_reason}")
+        return Verified(result)
 
-    def end(self, session: str, generation: str | None = None) -> dict[str, Any]:
+    def end(self, session: str, generation: str | None = None) -> EndAnswer:
         try:
-            self.engine.end(session, generation)
-        except SessionError as exc:
-            return _error("session", str(exc))
-        except Exception as exc:  # noqa: BLE001 - InfraError or the Docker client's own errors
-            with self._lock:
-                self._live.discard(session)
-            return _error("infra", f"{type(exc).__name__}: {exc}"[:400])
+            if generation is None:  # every engine's rollout of the session (a close without a token)
+                for engine in self.engines():
+                    engine.end(session, None)
+            else:
+                engine, gen = self._engine_of(generation)
+                engine.end(session, gen)
+        except Exception as exc:  # noqa: BLE001 - every failure crosses as the table's answer
+            if not isinstance(exc, SessionError):
+                with self._lock:
+                    self._live.discard(session)
+            return Failed.of(exc, self.host)
         with self._lock:
             freed = session in self._live
             self._live.discard(session)
-        return {"ok": True, "freed": freed}
+        return Ended(freed)
 
     # ------------------------------------------------------------------ web tasks
 
@@ -294,15 +375,17 @@ class HostAgent:
                 image_id = plan.manifest.image_id
                 session = self._webs.get(image_id)
                 if session is None:
-                    own = self.engine.web_session
-                    if own is not None and own.manifest is not None and own.manifest.image_id == image_id:
+                    own = next((e.web_session for e in self.engines() if e.web_session is not None
+                                and e.web_session.manifest is not None and e.web_session.manifest.image_id == image_id),
+                               None)
+                    if own is not None:
                         session = own
                     else:
                         session = plan.session(connect(), run_id=f"agent-{self.host}", labels=ENGINE_LABELS)
                     self._webs[image_id] = session
                 lost = session.lost()
                 if lost is not None:  # the hub died or restarted: a fresh one for new probes
-                    if session is not self.engine.web_session:
+                    if not self._engine_owns(session):
                         try:
                             session.close()
                         except Exception:  # noqa: BLE001 - gc reclaims what is left
@@ -311,20 +394,24 @@ class HostAgent:
                     self._webs[image_id] = session
                 endpoint = session.endpoint()
         except ShinkenError as exc:
-            return _error("task", f"host {self.host}: {exc}")
+            return {"error": "task", "detail": f"host {self.host}: {exc}"}
         except Exception as exc:  # noqa: BLE001 - the engine's own errors
-            return _error("infra", f"host {self.host}: {type(exc).__name__}: {exc}"[:400])
+            return {"error": "infra", "detail": f"host {self.host}: {type(exc).__name__}: {exc}"[:400]}
         return dict(endpoint or {})
 
     def _close_webs(self) -> None:
         with self._web_lock:
             webs, self._webs = list(self._webs.values()), {}
         for session in webs:
-            if session is not self.engine.web_session:
+            if not self._engine_owns(session):
                 try:
                     session.close()
                 except Exception:  # noqa: BLE001 - `shinken gc` reclaims a hub or network left
                     pass
+
+    def _engine_owns(self, session: Any) -> bool:
+        """Whether one of the engines started this web session (it closes it itself)."""
+        return any(e.web_session is session for e in self.engines())
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -333,8 +420,7 @@ class HostAgent:
         include_goldens the goldens no live engine holds)."""
         from shinken import reclaim
 
-        provider: Any = self.engine.provider
-        client = provider.client
+        client = self.client
         items = reclaim.find_reclaimable(client, include_goldens=include_goldens, include_temp_dirs=False)
         reclaimed, failed = reclaim.reclaim(client, items)
         return {"host": self.host, "reclaimed": [i.id for i in reclaimed],
@@ -345,7 +431,9 @@ class HostAgent:
 
     def close(self) -> dict[str, Any]:
         """Release every fork, pool and golden of this host (before the node leaves)."""
-        self.engine.close()
+        for engine in self.engines():
+            engine.close()
         self._close_webs()
+        self.client.close()
         shutil.rmtree(self.tasks_dir, ignore_errors=True)
         return {"ok": True}

@@ -1,4 +1,9 @@
-"""FleetEngine: ComputerEngine's session API (seed / tool / verify / end) over the fleet's host agents.
+"""FleetEngine: the RolloutEngine contract (computer/contract.py) over the fleet's host agents.
+
+Every seed carries the server's EngineConfig.rollout() (fleet/wire.py SeedRequest): the host serves
+the rollout with the server's image, tier policy, profile, judge and mock web, or refuses it naming
+the difference. An exception a host's engine raises comes back as the failure table's answer and is
+raised here again as one the server answers the same way (wire.Failed.exception).
 
 Placement: a task's home host is fleet.nodes.home_index of its id over the fleet's host names
 (rendezvous hashing; the probe's Ray executor uses the same), so its golden is usually there already; a home host with no free slot
@@ -15,20 +20,17 @@ answers healthy again; its rollouts end masked (Gym's failure kinds: provider_un
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
-from shinken.bundles.loader import discover, load_bundle
+from shinken.bundles.catalog import BundleCatalog
 from shinken.bundles.model import Bundle
 from shinken.computer.actions import ToolOutput
-from shinken.computer.engine import VerifyResult
-from shinken.computer.screen import Screenshot
+from shinken.computer.contract import EngineConfig, EngineStatus, RolloutEngine, VerifyResult
 from shinken.errors import ShinkenError
-from shinken.fleet import cluster
+from shinken.fleet import cluster, wire
 from shinken.fleet.nodes import bundle_payload, home_index
 from shinken.sandbox.api import InfraError, SessionError
 
@@ -47,16 +49,16 @@ def split_token(generation: str | None) -> tuple[str, str, str] | None:
 class FleetEngine:
     """Same calls as ComputerEngine; every Docker call happens in a host agent."""
 
-    def __init__(self, address: str, task_root: str | os.PathLike[str], image: str, *, seed_timeout_s: float = 60.0,
-                 call_timeout_s: float = 600.0, agent_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, address: str, config: EngineConfig, *, agent_kwargs: dict[str, Any] | None = None) -> None:
         self.address = address
-        self.task_root = Path(task_root)
-        self.image = image
-        self.seed_timeout_s = float(seed_timeout_s)
-        self.call_timeout_s = float(call_timeout_s)
+        self._config = config
+        self._rollout = config.rollout()  # sent with every seed
+        self.task_root = config.task_root
+        self.image = config.image
+        self.seed_timeout_s = float(config.seed_timeout_s)
+        self.call_timeout_s = float(config.call_timeout_s)
         self.agent_kwargs = dict(agent_kwargs or {})
-        self._folders = {p.name: p for p in discover(self.task_root)}
-        self._bundles: dict[str, Bundle] = {}
+        self.catalog = BundleCatalog(self.task_root)
         self._lock = threading.Lock()
         self._view: tuple[float, list[cluster.Host], dict[str, dict[str, Any]]] | None = None
         self._down: dict[str, str] = {}  # host -> why new seeds avoid it (until its agent answers healthy)
@@ -69,28 +71,15 @@ class FleetEngine:
         # copied through the registry; seconds): diagnostics only, bounded, never used to route.
         self._timings: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
+    @property
+    def config(self) -> EngineConfig:
+        return self._config
+
     # ------------------------------------------------------------------ tasks
 
     def bundle(self, task_id: str) -> Bundle:
-        with self._lock:
-            b = self._bundles.get(task_id)
-        if b is not None:
-            return b
-        folder = self._folders.get(task_id)
-        b = load_bundle(folder) if folder is not None else None
-        if b is None:
-            for f in self._folders.values():  # a folder not named by its id: one scan
-                cand = load_bundle(f)
-                if cand.id == task_id:
-                    b = cand
-                    break
-        if b is None:
-            raise ShinkenError(f"task {task_id!r}: not found under {self.task_root}")
-        if not b.ok:
-            raise ShinkenError(f"task {task_id!r}: the bundle is defective ({b.why_defective()}); run `shinken triage`")
-        with self._lock:
-            self._bundles[task_id] = b
-        return b
+        """The task's bundle as it is on disk: a host prepares a web task for its own hub."""
+        return self.catalog.raw(task_id)
 
     # ------------------------------------------------------------------ hosts
 
@@ -133,11 +122,11 @@ class FleetEngine:
                 self._agents[host] = agent
         return agent
 
-    def _call(self, host: str, method: str, *args: Any, timeout: float | None = None) -> dict[str, Any]:
-        """One agent call; a dead node or agent is InfraError (and the host is avoided)."""
+    def _call(self, host: str, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """One agent call (its wire answer); a dead node or agent is InfraError (and the host is avoided)."""
         agent = self._agent(host)
         try:
-            result = self._ray_call(agent, method, args, timeout)
+            return self._ray_call(agent, method, args, timeout)
         except Exception as exc:  # noqa: BLE001 - RayActorError, node death, timeouts: the host failed
             why = f"{type(exc).__name__}: {str(exc)[:200]}"
             try:  # the handle may be of an agent since replaced (the host left and joined again): ask its successor
@@ -147,18 +136,14 @@ class FleetEngine:
             try:
                 if again == agent:
                     raise InfraError(why)
-                result = self._ray_call(again, method, args, timeout)
+                return self._ray_call(again, method, args, timeout)
             except Exception as exc2:  # noqa: BLE001
                 why = why if isinstance(exc2, InfraError) else f"{type(exc2).__name__}: {str(exc2)[:200]}"
                 self._mark_down(host, why)
                 raise InfraError(f"fleet host {host} failed during {method}: {why}") from None
-        if result.get("error") == "infra" and method == "seed":
-            self._mark_down(host, result.get("detail", "infra"))
-        return result
 
-    def _ray_call(self, agent: Any, method: str, args: tuple[Any, ...], timeout: float | None) -> dict[str, Any]:
-        result: dict[str, Any] = self.ray.get(getattr(agent, method).remote(*args), timeout=timeout or self.call_timeout_s)
-        return result
+    def _ray_call(self, agent: Any, method: str, args: tuple[Any, ...], timeout: float | None) -> Any:
+        return self.ray.get(getattr(agent, method).remote(*args), timeout=timeout or self.call_timeout_s)
 
     # ------------------------------------------------------------------ placement
 
@@ -194,52 +179,62 @@ class FleetEngine:
         if old is not None:  # the session's earlier rollout ends where it lives (a stale token is refused there)
             try:
                 answer = self._call(old[0], "end", session, old[2])
-                if answer.get("error") == "session" and old[1] == self._incarnation(old[0]):
-                    raise SessionError(answer.get("detail", "stale session"))
+                if isinstance(answer, wire.Failed) and answer.stale and old[1] == self._incarnation(old[0]):
+                    raise answer.exception()
             except InfraError:
                 pass  # its host is gone, and the rollout with it
         tier_name = getattr(tier, "value", tier)
+        req = wire.SeedRequest(session, task_id, bundle.path.name, bundle.bundle_hash, self._rollout,
+                               None if tier_name is None else str(tier_name))
         deadline = time.monotonic() + self.seed_timeout_s
         tried_home = self.home(task_id)
+        refusals: dict[str, str] = {}  # host -> why it would not serve this config (said when no host could)
         while True:
-            for host in self._candidates(task_id):
+            candidates = self._candidates(task_id)
+            for host in candidates:
                 try:
-                    answer = self._call(host, "seed", session, task_id, bundle.path.name, bundle.bundle_hash,
-                                        tier_name, None)
-                    if answer.get("error") == "need_task":
+                    answer = self._call(host, "seed", req)
+                    if isinstance(answer, wire.Refused) and answer.reason == "need_task":
                         self._call(host, "add_task", bundle_payload(bundle))
-                        answer = self._call(host, "seed", session, task_id, bundle.path.name, bundle.bundle_hash,
-                                            tier_name, None)
+                        answer = self._call(host, "seed", req)
                 except InfraError as exc:
                     log.warning("seed of %s on %s: %s", task_id, host, exc)
                     continue
-                kind = answer.get("error")
-                if kind is None:
-                    self._adjust_free(host, -1)
-                    with self._lock:
-                        self.stats["placed"] += 1
-                        if host != tried_home:
-                            self.stats["spilled"] += 1
-                        self._timings[session] = {**dict(answer.get("timing") or {}), "host": host,
-                                                  "spilled": host != tried_home}
-                        self._timings.move_to_end(session)
-                        while len(self._timings) > 1024:
-                            self._timings.popitem(last=False)
-                    return SEP.join((host, str(answer["incarnation"]), str(answer["generation"])))
-                if kind == "full":
+                if isinstance(answer, wire.Seeded):
+                    self._placed(session, host, tried_home, answer)
+                    return SEP.join((host, answer.incarnation, answer.generation))
+                if isinstance(answer, wire.Refused):
+                    if answer.reason == "config":
+                        refusals[host] = answer.detail
+                        log.warning("seed of %s: %s", task_id, answer.detail)
+                    continue  # full (or its bundle still missing): another host may take it
+                if answer.infra:  # this host's engine failed: avoided until it answers healthy, another tries
+                    self._mark_down(host, answer.detail)
+                    log.warning("seed of %s on %s: %s", task_id, host, answer.detail)
                     continue
-                if kind == "session":
-                    raise SessionError(answer.get("detail", ""))
-                if kind == "task":
-                    raise ShinkenError(answer.get("detail", ""))
-                log.warning("seed of %s on %s: %s", task_id, host, answer.get("detail"))  # infra: try another
+                raise answer.exception()  # the task's, the session's or a bug: as a local engine raises it
+            said = "; ".join(refusals.values())
+            if candidates and all(h in refusals for h in candidates):  # a config no host serves: waiting changes nothing
+                raise InfraError(f"no fleet host serves this server's config ({said}); this rollout is not scored")
             if time.monotonic() >= deadline:
                 with self._lock:
                     self.stats["refused_full"] += 1
                 raise InfraError(f"no fleet host could start task {task_id} within {self.seed_timeout_s:.0f}s "
-                                 "(every slot busy or every host down); this rollout is not scored")
+                                 + (f"({said})" if said else "(every slot busy or every host down)")
+                                 + "; this rollout is not scored")
             time.sleep(0.25)
             self.view(fresh=True)
+
+    def _placed(self, session: str, host: str, home: str | None, seeded: wire.Seeded) -> None:
+        self._adjust_free(host, -1)
+        with self._lock:
+            self.stats["placed"] += 1
+            if host != home:
+                self.stats["spilled"] += 1
+            self._timings[session] = {**dict(seeded.timing), "host": host, "spilled": host != home}
+            self._timings.move_to_end(session)
+            while len(self._timings) > 1024:
+                self._timings.popitem(last=False)
 
     def seed_timing(self, session: str) -> dict[str, Any]:
         """The session's last seed as its host told it (ComputerEngine.seed_timing plus host and spilled)."""
@@ -270,20 +265,21 @@ class FleetEngine:
         """The screen the rollout starts from (screenshot profiles), from its host; None otherwise."""
         return self._observe(session, generation, "first_observation")
 
+    def sandbox_id(self, session: str, generation: str) -> str | None:
+        """None: a fleet rollout's computer lives on another host, no sandbox provider here can borrow it."""
+        self._route(session, generation)
+        return None
+
     def _observe(self, session: str, generation: str, method: str, *args: Any) -> ToolOutput | None:
         host, _, gen = self._route(session, generation)
         try:
             answer = self._call(host, method, session, gen, *args)
         except InfraError:
             return ToolOutput(INFRA_TOOL_ANSWER)
-        if answer.get("error") == "session":
-            raise SessionError(answer.get("detail", ""))
-        if answer.get("error"):
-            raise ShinkenError(answer.get("detail", ""))
-        if answer.get("output") is None:
-            return None
-        shot = answer.get("screenshot")
-        return ToolOutput(str(answer["output"]), Screenshot(**shot) if shot else None)
+        if isinstance(answer, wire.Failed):
+            raise answer.exception()
+        out: ToolOutput | None = answer.output
+        return out
 
     def verify(self, session: str, generation: str) -> VerifyResult:
         host, inc, gen = self._route(session, generation)
@@ -291,15 +287,12 @@ class FleetEngine:
             answer = self._call(host, "verify", session, gen)
         except InfraError as exc:
             return VerifyResult.masked("infra", "verification", str(exc))
-        if answer.get("error") == "session":
-            if self._incarnation(host) != inc:  # the host's agent restarted: the rollout was lost with it
+        if isinstance(answer, wire.Failed):
+            if answer.stale and self._incarnation(host) != inc:  # the host's agent restarted: the rollout went with it
                 return VerifyResult.masked("fork_lost", "verification", f"fleet host {host} restarted during the rollout")
-            raise SessionError(answer.get("detail", ""))
-        if answer.get("error"):
-            raise ShinkenError(answer.get("detail", ""))
-        return VerifyResult(float(answer["reward"]), bool(answer["mask_sample"]), answer.get("failure_kind"),
-                            answer.get("failure_reason"), str(answer.get("reward_output_tail", "")),
-                            answer.get("failure_stage"))
+            raise answer.exception()
+        result: VerifyResult = answer.result
+        return result
 
     def end(self, session: str, generation: str | None = None) -> None:
         token = split_token(generation)
@@ -311,9 +304,11 @@ class FleetEngine:
                 answer = self._call(host, "end", session, token[2] if token else None)
             except InfraError:
                 continue  # the host is gone, and the rollout's computer with it
-            if answer.get("error") == "session" and token and self._incarnation(host) == token[1]:
-                raise SessionError(answer.get("detail", ""))
-            if answer.get("freed"):
+            if isinstance(answer, wire.Failed):
+                if answer.stale and not (token and self._incarnation(host) == token[1]):
+                    continue  # no such rollout there (a close without a token, or a restarted agent)
+                raise answer.exception()
+            if answer.freed:
                 self._adjust_free(host, +1)
 
     # ------------------------------------------------------------------ status and teardown
@@ -327,6 +322,12 @@ class FleetEngine:
         _, info = self.view(fresh=True)
         return {h: list(i.get("goldens", [])) for h, i in info.items() if "error" not in i}
 
+    def status(self) -> EngineStatus:
+        _, info = self.view(fresh=True)
+        up = {h: i for h, i in info.items() if "error" not in i}
+        return EngineStatus(sessions={h: int(i.get("sessions", 0)) for h, i in up.items()},
+                            goldens={h: list(i.get("goldens", [])) for h, i in up.items()})
+
     def close(self) -> None:
         """The agents and their rollouts outlive a router (other server workers share them)."""
         with self._lock:
@@ -337,3 +338,14 @@ class FleetEngine:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def rollout_engine(config: EngineConfig, fleet_address: str | None = None, **local: Any) -> RolloutEngine:
+    """The engine a resources server serves `config` with: the fleet whose Ray head is at
+    `fleet_address`, else this machine's Docker engine (`local`: ComputerEngine's own keywords,
+    which concern this machine's engine only)."""
+    if fleet_address:
+        return FleetEngine(fleet_address, config)
+    from shinken.computer.engine import ComputerEngine
+
+    return ComputerEngine(config, **local)

@@ -22,7 +22,7 @@ from typing import Any
 
 import docker.errors
 
-from shinken.bundles.loader import discover, load_bundle
+from shinken.bundles.catalog import BundleCatalog
 from shinken.bundles.model import Bundle
 from shinken.errors import ShinkenError
 from shinken.provider.config import ConfigProblem, ProviderConfig, TaskOptions
@@ -124,7 +124,7 @@ class SandboxHost:
         self._web_lock = threading.Lock()
         self._web: Any = None  # mockweb.runs.WebPlan of hub_image / mock_urls, read at the first web task
         self._web_run: Any = None  # its WebSession (hub container + run network)
-        self._bundles: dict[tuple[str, str], Bundle] = {}
+        self._catalogs: dict[str, BundleCatalog] = {}  # provider_options.task_root -> its bundles
         self._goldens: dict[tuple[str, str, str], Golden] = {}
         self._golden_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._forks: dict[str, DockerFork] = {}
@@ -181,34 +181,28 @@ class SandboxHost:
         return box
 
     def _bundle(self, opts: TaskOptions) -> Bundle:
-        key = (opts.task_root, opts.task_id)
-        with self._lock:
-            b = self._bundles.get(key)
-        if b is not None:
-            return b
         root = Path(opts.task_root)
         if not root.is_dir():
             raise CreateFailed(f"provider_options.task_root {root}: no such folder; point it at a folder of task bundles")
-        folder = root / opts.task_id
-        found = load_bundle(folder) if folder.is_dir() else None
-        if found is None or found.id != opts.task_id:
-            found = next((x for x in map(load_bundle, discover(root)) if x.id == opts.task_id), None)
-        if found is None:
-            raise CreateFailed(f"task {opts.task_id!r}: not found under {root}")
-        if not found.ok:
-            raise CreateFailed(f"task {opts.task_id!r}: the bundle is defective ({found.why_defective()}); "
-                               f"run `shinken triage`")
-        if task_needs(found).network:  # a web task: run on its copy that names this provider's mock addresses
-            plan = self._web_plan()
-            if plan is None:
-                raise CreateFailed(f"task {opts.task_id!r} is a web task: set hub_image (an image from `shinken hub "
-                                   f"build`) or mock_urls in the provider's sandbox block (docs/mock-web.md)")
-            found, blocked = plan.prepare(found)
-            if blocked:
-                raise CreateFailed(f"task {opts.task_id!r}: {blocked}")
         with self._lock:
-            self._bundles[key] = found
-        return found
+            catalog = self._catalogs.get(opts.task_root)
+            if catalog is None:
+                catalog = self._catalogs[opts.task_root] = BundleCatalog(root, self._prepare_web)
+        try:
+            return catalog.get(opts.task_id)
+        except ShinkenError as exc:  # unknown, defective, or a web task this provider cannot serve
+            raise CreateFailed(str(exc)) from None
+
+    def _prepare_web(self, bundle: Bundle) -> tuple[Bundle, str | None]:
+        """A web task runs on its copy naming this provider's mock addresses; any other as it is."""
+        if not task_needs(bundle).network:
+            return bundle, None
+        plan = self._web_plan()
+        if plan is None:
+            return bundle, ("this is a web task: set hub_image (an image from `shinken hub build`) or mock_urls in the "
+                            "provider's sandbox block (docs/mock-web.md)")
+        prepared: tuple[Bundle, str | None] = plan.prepare(bundle)
+        return prepared
 
     def _web_plan(self) -> Any:
         """The mock-web plan of hub_image / mock_urls (mockweb.runs.WebPlan, read once), or None."""
@@ -252,13 +246,18 @@ class SandboxHost:
                     labels={LABEL_MADE_BY: MADE_BY})
             return p
 
-    def _golden(self, provider: Any, bundle: Bundle, opts: TaskOptions, image: str) -> Golden:
+    def _golden(self, provider: Any, bundle: Bundle, opts: TaskOptions, image: str, fresh: bool = False) -> Golden:
+        """The task's golden on `image`, built once (the provider holds a lease on it: no other
+        process deletes it while this one serves from it); `fresh`: the cached one is gone."""
         base = self._base_ids.get(image) or provider.resolve_image(image)
         self._base_ids[image] = base
         key = (opts.task_root, bundle.id, base)
         with self._lock:
-            g = self._goldens.get(key)
+            g = self._goldens.pop(key, None) if fresh else self._goldens.get(key)
             glock = self._golden_locks.setdefault(key, threading.Lock())
+        if fresh and g is not None:
+            provider.release_golden(g)
+            g = None
         if g is not None:
             return g
         with glock:  # one build per task at a time; the others wait and reuse it
@@ -315,6 +314,12 @@ class SandboxHost:
                     raise NotReady(f"task {opts.task_id!r}: the start state was not reproduced at tier "
                                    f"{tier.value}: {exc}") from None
             except (InfraError, SessionError) as exc:
+                if attempt == 1 and isinstance(exc, InfraError) and not provider.has_golden(golden):
+                    # Forced out by a process that held no lease: built (or found) again, once.
+                    log.warning("task %s: its golden %s is gone; getting it again", opts.task_id, golden.tag)
+                    golden = self._golden(provider, bundle, opts, req.image or self.config.image or DEFAULT_IMAGE,
+                                          fresh=True)
+                    continue
                 raise CreateFailed(f"task {opts.task_id!r}: {exc}") from None
             except ShinkenError as exc:  # a post-fork step failed on the fork (it was removed)
                 raise NotReady(f"task {opts.task_id!r}: {exc}") from None
@@ -660,8 +665,16 @@ class SandboxHost:
             except (InfraError, ShinkenError) as exc:
                 log.warning("closing the mock web hub: %s", exc)
         with self._lock:
+            providers = list(self._providers.values())
+        for p in providers:  # their leases on goldens: the goldens stay, for this engine's other users
+            try:
+                p.let_go_of_goldens()
+            except InfraError as exc:
+                log.warning("releasing the goldens: %s", exc)
+        with self._lock:
             client, self._client = self._client, None
             self._providers.clear()  # they hold the client; made again on the next create
+            self._goldens.clear()  # their leases are gone: held again at the next create
         if client is not None:
             client.close()
 

@@ -19,8 +19,8 @@ from shinken.bundles.model import Bundle
 from shinken.judge.config import JudgeConfig
 from shinken.judge.relay import JudgeRelay, shared_relay
 from shinken.sandbox import connect_secret, disk_quota, goldens, judge_placement, start_state
-from shinken.sandbox.api import Golden, InfraError, SessionError, SetupError, UnsettledDesktop
-from shinken.sandbox.container import DESKTOP_UP_TIMEOUT_S, Container, UserIds, start_container
+from shinken.sandbox.api import Golden, ImageMissing, InfraError, SessionError, SetupError, UnsettledDesktop
+from shinken.sandbox.container import DESKTOP_UP_TIMEOUT_S, Container, UserIds, remove_container, start_container
 from shinken.sandbox.desktop import DesktopRecord
 from shinken.sandbox.docker_client import connect, resolve_image
 from shinken.sandbox.forks import NO_FILES, REPLAY_SLEEP_CAP_S, DockerFork, ForkPool
@@ -65,6 +65,7 @@ class DockerProvider:
         self._forks: set[DockerFork] = set()
         self._pools: set[ForkPool] = set()
         self._golden_computers: dict[str, DockerFork] = {}  # golden image id -> its kept build container
+        self._leases: dict[str, str] = {}  # golden image id -> this provider's lease on it (goldens.hold)
         self._lock = threading.Lock()
         self._host_configs: dict[tuple[bool, str | None], dict[str, Any]] = {}
         self.judge = judge  # rewards that call reward_judge reach it through the relay
@@ -139,9 +140,16 @@ class DockerProvider:
         if not bundle.ok:
             raise SetupError(-1, "bundle", f"{bundle.id}: defective bundle ({bundle.why_defective()})", where="bundle")
         base_id = self.resolve_image(image_id)  # an id names itself; this checks it is still there
-        found = goldens.find_golden(self.api, bundle, base_id)
-        if found is not None:
-            return found
+        for attempt in (1, 2):
+            found = goldens.find_golden(self.api, bundle, base_id)
+            if found is None:
+                break
+            try:
+                self.hold_golden(found)
+                return found
+            except ImageMissing:  # deleted by its last holder between the lookup and the lease: build it
+                if attempt == 2:
+                    raise
         # A web task's build container holds the golden's own hub sid, whose state forks copy:
         # it is not handed out as a computer.
         keep = keep_computer and not (self.web is not None and task_needs(bundle).network)
@@ -152,7 +160,50 @@ class DockerProvider:
             with self._lock:
                 self._forks.add(own)  # removed by close() if nobody takes it
                 self._golden_computers[golden.image_id] = own
+        self.hold_golden(golden)
         return golden
+
+    def hold_golden(self, golden: Golden) -> None:
+        """Hold a lease on `golden` while this provider serves from it (goldens.hold; once per golden):
+        no other process deletes it meanwhile. Released by delete_golden or close. ImageMissing when
+        the golden is gone already."""
+        with self._lock:
+            if golden.image_id in self._leases:
+                return
+        lease = goldens.hold(self.api, golden, labels_for("lease", task=golden.task_id, run=self.run_id,
+                                                          owner=self.owner, extra=dict(self.labels)))
+        with self._lock:
+            extra = lease if golden.image_id in self._leases else None
+            self._leases.setdefault(golden.image_id, lease)
+        if extra is not None:  # another thread took one meanwhile
+            remove_container(self.api, extra)
+
+    def has_golden(self, golden: Golden) -> bool:
+        """Whether the golden image is still on the engine (forced out by a process that holds no lease)."""
+        return goldens.exists(self.api, golden.image_id)
+
+    def release_golden(self, golden: Golden) -> None:
+        """Let go of this provider's lease on the golden; the golden stays (for others, or for gc)."""
+        self._let_go(golden.image_id)
+
+    def let_go_of_goldens(self) -> None:
+        """Release every lease this provider holds (its goldens stay); the forks it made are untouched."""
+        with self._lock:
+            held = list(self._leases)
+        errors = []
+        for image_id in held:
+            try:
+                self._let_go(image_id)
+            except InfraError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise InfraError("; ".join(errors))
+
+    def _let_go(self, image_id: str) -> None:
+        with self._lock:
+            lease = self._leases.pop(image_id, None)
+        if lease is not None:
+            remove_container(self.api, lease)
 
     def _build_settled(self, bundle: Bundle, base_id: str, setup_timeout: float, *, keep: bool,
                        bounds: tuple[float, ...] = SETTLE_BOUNDS_S) -> tuple[Golden, Container | None]:
@@ -180,15 +231,18 @@ class DockerProvider:
             own.mark_handed_out()
         return own
 
-    def delete_golden(self, golden_or_image_id: Golden | str) -> None:
-        """Remove a golden image (explicit; goldens are never removed implicitly). This
-        provider's forks of it are closed first; failures are retried, then raised."""
+    def delete_golden(self, golden_or_image_id: Golden | str) -> bool:
+        """Let go of a golden and remove its image unless another holds it (explicit; goldens are
+        never removed implicitly): this provider's forks of it are closed and its lease released
+        first. True when the image is gone; False when another process's fork or lease holds it
+        (it stays: a shared cache). Failures are retried, then raised."""
         image_id = golden_or_image_id.image_id if isinstance(golden_or_image_id, Golden) else golden_or_image_id
         with self._lock:
             mine = [f for f in self._forks if f.golden.image_id == image_id]
         for f in mine:
             f.close()
-        goldens.remove_golden_image(self.api, image_id)
+        self._let_go(image_id)
+        return goldens.remove_golden_image(self.api, image_id)
 
     # --- forks --------------------------------------------------------------------
     def fork(self, golden: Golden, *, replay: bool = True, network: bool | None = None,
@@ -310,7 +364,7 @@ class DockerProvider:
         return p
 
     def close(self) -> None:
-        """Remove every fork and pool this provider made (goldens stay: they are a cache)."""
+        """Remove every fork and pool this provider made and let go of its goldens (they stay: a cache)."""
         with self._lock:
             pools, self._pools = list(self._pools), set()
             self._golden_computers.clear()  # their containers are in _forks, closed below
@@ -324,6 +378,10 @@ class DockerProvider:
                 f.close()
             except InfraError as exc:
                 errors.append(str(exc))
+        try:
+            self.let_go_of_goldens()
+        except InfraError as exc:
+            errors.append(str(exc))
         if errors:
             raise InfraError("; ".join(errors))
 

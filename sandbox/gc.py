@@ -192,8 +192,10 @@ def find_containers(client: Any, *, older_than: float | None, all_: bool,
             image_labels[image_id] = _image_labels(api, image_id)
         if _shinken_labels(labels) == image_labels[image_id]:
             continue
+        # A live owner's lease on a golden is kept whatever its age, as a live holder keeps the golden.
+        older = None if labels.get(LABEL_KIND) == "lease" else older_than
         reason = decide(_liveness(labels, c.get("State")), _created(labels, c.get("Created")),
-                        older_than=older_than, all_=all_, now=now, expires=_expires(labels))
+                        older_than=older, all_=all_, now=now, expires=_expires(labels))
         if reason is None:
             continue
         names = c.get("Names") or []

@@ -200,18 +200,80 @@ def build_golden(provider: DockerProvider, bundle: Bundle, base_id: str, setup_t
             remove_container(provider.api, box.id)
 
 
-def remove_golden_image(api: Any, image_id: str) -> None:
-    """Remove a golden image (explicit; goldens are never removed implicitly); refuse an
-    image that is not a shinken golden. Failures are retried, then raised."""
+# ---------------------------------------------------------------- the shared cache
+#
+# A golden is a cache every shinken process on the engine shares (found by its labels). A process
+# serving from one holds a lease: a container created from the golden image and never started,
+# labelled with its owner (kind "lease"). Docker itself then refuses to delete the image without
+# force, so a process done with a golden deletes it only when no container of anyone holds it, and
+# without force: a lease taken meanwhile wins the race. `shinken gc` reclaims the leases of dead
+# owners like their forks, and then (--include-goldens) the goldens nobody holds.
+
+
+def hold(api: Any, golden: Golden, labels: dict[str, str]) -> str:
+    """A lease on `golden` (its container id); ImageMissing when the golden is gone already.
+    `labels`: the lease's (labels_for("lease", ...) with its owner)."""
+    from shinken.sandbox.api import ImageMissing
+    from shinken.sandbox.docker_client import create_container
+
+    try:
+        return create_container(api, golden.image_id, labels={**labels, LABEL_GOLDEN: golden.image_id},
+                                command=["true"], network_disabled=True,
+                                host_config=api.create_host_config(network_mode="none"))
+    except docker.errors.ImageNotFound:
+        raise ImageMissing(f"golden {golden.tag} ({golden.image_id[:19]}) is gone") from None
+    except docker.errors.APIError as exc:
+        raise infra(f"taking a lease on golden {golden.tag}", exc) from None
+
+
+def holders(api: Any, image_id: str) -> list[str]:
+    """Ids of every container made from the image (forks, pools, leases; any owner, any state)."""
+    try:
+        return [c["Id"] for c in api.containers(all=True, filters={"ancestor": image_id})]
+    except docker.errors.APIError as exc:
+        raise infra(f"listing the holders of golden {image_id[:19]}", exc) from None
+
+
+def exists(api: Any, image_id: str) -> bool:
+    try:
+        api.inspect_image(image_id)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.APIError as exc:
+        raise infra(f"inspecting golden {image_id[:19]}", exc) from None
+
+
+def remove_golden_image(api: Any, image_id: str) -> bool:
+    """Remove a golden image nobody holds (explicit; goldens are never removed implicitly); refuse
+    an image that is not a shinken golden. True when it is gone; False when a container (a fork or
+    another process's lease) holds it, and so it stays. Never forced: Docker refuses an image a
+    container still uses, which settles a race with a lease taken meanwhile."""
     try:
         info = api.inspect_image(image_id)
     except docker.errors.ImageNotFound:
-        return
+        return True
     except docker.errors.APIError as exc:
         raise infra(f"inspecting golden {image_id}", exc) from None
     if (info.get("Config") or {}).get("Labels", {}).get(LABEL_KIND) != "golden":
         raise SessionError(f"{image_id} is not a shinken golden image; refusing to delete it")
-    last = remove_with_retries(lambda: api.remove_image(image_id, force=True, noprune=False), backoff_s=0.25)
-    if last is not None:
+    if holders(api, image_id):
+        return False
+    # By each tag (an image with several is refused by id without force), the last one deletes it.
+    for ref in [t for t in info.get("RepoTags") or [] if t != "<none>:<none>"] or [image_id]:
+        try:
+            api.remove_image(ref, force=False, noprune=False)
+            continue
+        except docker.errors.ImageNotFound:
+            continue
+        except docker.errors.APIError as exc:
+            if getattr(exc, "status_code", None) == 409:  # a container holds it now (a lease won the race)
+                return False
+        last = remove_with_retries(lambda: api.remove_image(ref, force=False, noprune=False), backoff_s=0.25)
+        if last is None:
+            continue
+        if getattr(last, "status_code", None) == 409:
+            return False
         raise InfraError(f"could not delete golden {image_id} after {DELETE_RETRIES} attempts: {last}; it keeps "
                          "its labels, so `shinken gc --include-goldens` finds it later")
+    return True

@@ -26,7 +26,9 @@ LABEL_EXPIRES = "shinken.expires"
 # started and its creator is dead (killed, or its start failed, between create and start).
 LABEL_CREATOR = "shinken.creator"
 
-CONTAINER_KINDS = ("fork", "pool", "build", "server", "hub")  # server: a NeMo Gym runner; hub: the mock web
+# server: a NeMo Gym runner; hub: the mock web; lease: a never-started container a live process
+# holds a golden with (sandbox/goldens.py: goldens are a cache every process on the engine shares)
+CONTAINER_KINDS = ("fork", "pool", "build", "server", "hub", "lease")
 IMAGE_KINDS = ("golden",)
 KINDS = (*CONTAINER_KINDS, *IMAGE_KINDS, "network")  # network: a probe run's mock-web network
 

@@ -322,6 +322,15 @@ def read_batch(out: Path, fault: str | None, policy: ChaosPolicy) -> list[Row]:
     failed = [json.loads(x) for x in side.read_text().splitlines() if x.strip()] if side.exists() else []
     kinds: dict[str, Counter] = {}
     for doc in lines:
+        if doc.get("mask_sample") and doc.get("failure_stage") == "seed" and not doc["response"]["output"]:
+            # A seed the server refused for infrastructure (503), answered masked by the workspace's
+            # agent: it never reached the policy, so it drew no plan.
+            row = row_of(fault or "unattributed")
+            row.rollouts += 1
+            kind = str(doc.get("failure_kind") or "")
+            kinds.setdefault(row.fault, Counter())[kind] += 1
+            row.masked_gym_kind += int(is_gym_kind(kind))
+            continue
         plan = plan_of(doc["response"]["output"])
         row = row_of(plan)
         row.rollouts += 1
@@ -413,10 +422,10 @@ def run_plan(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any]
     read back from the rollout files (read_batch: one row when `fault` is set, else one per plan).
     Every row's leftovers are those of the whole batch (`count_networks` False: forks only, for a
     server whose web run network lives as long as it does).
-    `sidecar`: Gym's route_failures_to_sidecar, as a trainer runs it: a rollout whose /run failed
-    (a seed answered 503 while the engine restarted or the disk was full: Gym's simple agent
-    raises on it) is a failures-sidecar row instead of the end of the whole batch; such a rollout
-    never reached the policy, so it drew no plan."""
+    `sidecar`: Gym's route_failures_to_sidecar, as a trainer runs it: a rollout whose /run failed is
+    a failures-sidecar row instead of the end of the whole batch. A seed answered 503 while the
+    engine restarted or the disk was full is a masked rollout (the workspace's agent answers it so);
+    either never reached the policy, so it drew no plan."""
     import gym_harness as gh
 
     task = task_row["task_id"]
@@ -438,7 +447,8 @@ def run_plan(c: Any, ws: Path, server: sp.PolicyServer, task_row: dict[str, Any]
     assert r.returncode == 0, (r.stdout + r.stderr)[-6000:]
     assert not server.errors, server.errors
     rows = read_batch(ws / rel / "rollouts.jsonl", fault, policy)
-    # Every planned rollout came back: scored, masked, or (sidecar) a failed attempt Gym recorded.
+    # Every planned rollout came back: scored, masked (a seed refused for infrastructure too), or
+    # (sidecar) a failed attempt Gym recorded.
     assert sum(row.rollouts for row in rows) == len(plan), [row.to_json() for row in rows]
     if not sidecar:
         assert dict(policy.handed) == {task: len(plan)}, policy.handed  # every planned rollout ran

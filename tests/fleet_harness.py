@@ -327,7 +327,10 @@ class SimFleet:
                     pass
         time.sleep(0.5)
 
-    def stop(self) -> None:
+    def stop(self, leave: bool = True) -> None:
+        """Everything this fleet started. `leave`: each host leaves first (its agent releases its
+        forks and deletes the goldens nobody else holds); without, its node is stopped under it
+        (a fleet on the machine's engine, whose goldens other runs share: gc reclaims its leases)."""
         try:  # this process's own Ray connection first: a driver whose head goes away is terminated by Ray
             import ray
 
@@ -336,7 +339,7 @@ class SimFleet:
         except ImportError:
             pass
         # Each joined host leaves properly first: its agent releases its forks and goldens.
-        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() else []:
+        for doc in sorted(self.state.glob("*.json")) if self.state.is_dir() and leave else []:
             try:
                 self.leave(doc.stem)
             except Exception:  # noqa: BLE001 - then it is stopped by force below

@@ -60,9 +60,9 @@ AGENT = f"{NAME}_simple_agent"
 SPREADSHEET = "9a1f6c2e-5b3d-4e8a-9c71-2f0d4b6a8e13"
 DEMO_TASKS = ("hello-file", "zenity-entry", SPREADSHEET)  # the demo tasks the scripted policy solves
 # Where Gym puts each server's venv below the working directory (its default uv_venv_dir).
-VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/simple_agent",
+VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/shinken_agent",
              "responses_api_models/openai_model", "environment_servers/legacy_agent")
-# A screenshot workspace runs the vision agent it ships instead of simple_agent.
+# A screenshot workspace runs the vision agent it ships instead of the text one.
 VISION_VENV_DIRS = (f"resources_servers/{NAME}", "responses_api_agents/shinken_vision_agent",
                     "responses_api_models/openai_model", "environment_servers/legacy_agent")
 

@@ -518,3 +518,41 @@ def test_plain_task_check_never_accepts_what_the_schema_refuses() -> None:
             plain += 1
             assert accepted(doc), doc
     assert plain > 20 and accepted(task_doc())  # the check does pass the ordinary shapes
+
+
+# ---------------------------------------------------------------------------- the catalog
+
+
+def test_catalog_finds_by_id_refuses_unknown_and_defective_and_prepares(tmp_path: Path) -> None:
+    """The one task -> bundle lookup every server of rollouts uses (bundles/catalog.py)."""
+    from shinken.bundles.catalog import BundleCatalog
+
+    write_bundle(tmp_path / UUID, task_doc())
+    other = "11111111-2222-3333-4444-555555555555"
+    write_bundle(tmp_path / "renamed-folder", task_doc(other))  # a folder not named by its id
+    write_bundle(tmp_path / "broken", task_doc("broken", evaluator=None), reward=None)
+    seen: list[str] = []
+
+    def prepare(b):
+        seen.append(b.id)
+        return b, ("needs_mock_web: X not served" if b.id == other else None)
+
+    cat = BundleCatalog(tmp_path, prepare)
+    assert cat.get(UUID).id == UUID and cat.get(UUID) is cat.get(UUID)  # prepared once, then cached
+    assert cat.raw(other).path.name == "renamed-folder"
+    with pytest.raises(ShinkenError, match=f"task '{other}': needs_mock_web"):
+        cat.get(other)
+    with pytest.raises(ShinkenError, match="not found under"):
+        cat.get("no-such-task")
+    with pytest.raises(ShinkenError, match="defective"):
+        cat.get("broken")
+    assert seen == [UUID, other]
+    # A folder added later (a fleet host receiving a bundle) is found by its id and replaces the cached one.
+    new = write_bundle(tmp_path / "late", task_doc("late-task"))
+    with pytest.raises(ShinkenError, match="not found"):
+        cat.get("late-task")
+    cat.add_folder(new)
+    assert cat.get("late-task").path == new
+    (tmp_path / UUID / "reward.py").write_bytes(b"print('REWARD: 0.0')\n")
+    cat.add_folder(tmp_path / UUID)
+    assert cat.get(UUID).files["reward.py"] == len(b"print('REWARD: 0.0')\n")

@@ -156,7 +156,7 @@ def test_every_command_has_examples_and_one_default_image() -> None:
     import typer.main
 
     from shinken.cli.main import app
-    from shinken.computer import engine
+    from shinken.computer.contract import EngineConfig
     from shinken.images.build import DEFAULT_IMAGE
     from shinken.workspace.writer import WorkspaceOptions
 
@@ -177,7 +177,7 @@ def test_every_command_has_examples_and_one_default_image() -> None:
         if image is not None and image.default is not None:  # triage: None = the manifest's or the default
             assert image.default == DEFAULT_IMAGE, path
     assert WorkspaceOptions.__dataclass_fields__["image"].default == DEFAULT_IMAGE
-    assert engine.DEFAULT_IMAGE == DEFAULT_IMAGE
+    assert EngineConfig.__dataclass_fields__["image"].default == DEFAULT_IMAGE  # the engines' default
 
 
 def test_names_that_are_not_utf8_are_one_line_or_a_defect(tmp_path: Path, shinken_cli) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from shinken.computer.contract import EngineConfig
 from shinken.computer.engine import ComputerEngine
 from shinken.errors import ShinkenError
 from shinken.sandbox.api import InfraError, SessionError
@@ -54,8 +55,8 @@ def engine(task_root, sandbox_image):
     # first (seen once in CI: the orphan gone, the test's engine reclaimed 0).
     # Demand pools off: it lives through the module and would keep warm hello-file computers of this
     # process, which test_demand_pool_grows_for_a_burst_and_shrinks_when_idle counts as its own.
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600, gc_interval_s=None,
-                         demand_pools=False)
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=600,
+                                      demand_pools=False), gc_interval_s=None)
     yield eng
     eng.close()
 
@@ -279,7 +280,7 @@ def test_fork_killed_while_reward_runs_masks_as_session_lost(engine, docker_clie
 
 
 def test_idle_session_is_reaped_and_its_fork_removed(task_root, sandbox_image, docker_client):
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=1.0,
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True, idle_ttl_s=1.0),
                          maintenance_interval_s=0.25, keep_goldens_on_close=True)
     try:
         gen = eng.seed("idle", "zero-signal")
@@ -300,7 +301,7 @@ def test_idle_session_is_reaped_and_its_fork_removed(task_root, sandbox_image, d
 
 def test_golden_lru_eviction_deletes_through_provider(tmp_path, sandbox_image, docker_client):
     root = _private_root(tmp_path / "tasks")  # goldens private to this test
-    eng = ComputerEngine(root, sandbox_image, accept_filesystem=True, max_goldens=1)
+    eng = ComputerEngine(EngineConfig(root, sandbox_image, accept_filesystem=True, max_goldens=1))
     try:
         g1 = eng.seed("a", "zero-signal")
         first = eng._goldens["zero-signal"].golden.image_id
@@ -324,8 +325,8 @@ def test_golden_lru_eviction_deletes_through_provider(tmp_path, sandbox_image, d
 
 
 def test_failed_deletions_are_retried_and_block_seeds_at_high_water(task_root, sandbox_image):
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, delete_high_water=2,
-                         backlog_wait_s=0, maintenance_interval_s=3600, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True),
+                         delete_high_water=2, backlog_wait_s=0, maintenance_interval_s=3600, keep_goldens_on_close=True)
     broken = {"on": True}
     calls = []
 
@@ -358,7 +359,7 @@ def test_failed_deletions_are_retried_and_block_seeds_at_high_water(task_root, s
 
 
 def test_close_waits_for_calls_in_flight(task_root, sandbox_image, docker_client):
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True), keep_goldens_on_close=True)
     gen = eng.seed("busy", "zero-signal")
     fork_id = eng._sessions["busy"].fork.id
     result: dict[str, str] = {}
@@ -390,8 +391,8 @@ def test_maintenance_reclaims_forks_of_dead_owners(task_root, sandbox_image, doc
     orphan = run(labels_for("fork", task="orphan", owner=dead, extra=ENGINE_LABELS))  # a dead engine's fork
     # a dead `shinken probe`'s fork: `shinken gc`'s to reclaim when the user asks, not an engine's
     not_an_engines = run(labels_for("fork", task="probe-left", owner=dead))
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, gc_interval_s=0,
-                         maintenance_interval_s=3600, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True),
+                         gc_interval_s=0, maintenance_interval_s=3600, keep_goldens_on_close=True)
     try:
         gen = eng.seed("live", "zero-signal")
         live_id = eng._sessions["live"].fork.id
@@ -410,7 +411,8 @@ def test_maintenance_reclaims_forks_of_dead_owners(task_root, sandbox_image, doc
 
 
 def test_warm_pool_serves_seeds(task_root, sandbox_image):
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, pool_size=2, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True, pool_size=2),
+                         keep_goldens_on_close=True)
     try:
         gen = eng.seed("p1", "hello-file")
         assert eng._goldens["hello-file"].pool is not None
@@ -499,8 +501,8 @@ def test_demand_pool_grows_for_a_burst_and_shrinks_when_idle(task_root, sandbox_
 
     budget = [3]
     policy = DemandPolicy(group_gap_s=5, idle_s=8, parallel=2)
-    eng = ComputerEngine(task_root, sandbox_image, accept_filesystem=True, keep_goldens_on_close=True,
-                         gc_interval_s=None, demand=policy, warm_budget=lambda: budget[0],
+    eng = ComputerEngine(EngineConfig(task_root, sandbox_image, accept_filesystem=True),
+                         keep_goldens_on_close=True, gc_interval_s=None, demand=policy, warm_budget=lambda: budget[0],
                          desktop_mib=64)  # these computers are small: the machine's memory never binds here
 
     def group(tag: str, n: int) -> list[tuple[str, str]]:

@@ -431,10 +431,11 @@ def test_forks_and_reprovisions_have_the_golden_host_name(probed, task_root, cua
 @pytest.mark.docker
 @pytest.mark.slow
 def test_first_observation_shows_the_terminal_and_the_mail_folder(probed, task_root, cua_image) -> None:
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
     demos = {**TERMINAL_DEMOS, THUNDERBIRD: ("Thunderbird", APP_DEMOS[THUNDERBIRD][0], APP_DEMOS[THUNDERBIRD][1])}
-    with ComputerEngine(task_root, cua_image, idle_ttl_s=900, keep_goldens_on_close=True) as eng:
+    with ComputerEngine(EngineConfig(task_root, cua_image, idle_ttl_s=900), keep_goldens_on_close=True) as eng:
         for tid, (app, title, tier) in demos.items():
             session = f"s-{tid[:8]}"
             gen = eng.seed(session, tid, tier=tier)

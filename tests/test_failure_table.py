@@ -195,3 +195,40 @@ def test_seed_during_an_engine_outage_answers_503(gym_workspace: gh.GymWorkspace
         finally:
             leftovers = c.stop()
     assert leftovers == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_seed_failing_for_infrastructure_ends_masked_and_gym_eval_run_goes_on(gym_workspace: gh.GymWorkspace,
+                                                                                tmp_path: Path) -> None:
+    """`gym eval run` over the example rows with the resources server on an engine that lacks the
+    task image: every seed answers 503 infra_error, and the agent the workspace ships answers each
+    of those rollouts masked with the server's failure kind (failure_stage seed). The run exits 0
+    with every row written; before, Gym's simple_agent turned the 503 into a 500 from /run and the
+    run stopped at the first one."""
+    import shutil
+
+    import scripted_policy as sp
+
+    ws = tmp_path / "ws"  # a copy: the session's workspace stays as the other Gym tests expect it
+    shutil.copytree(gym_workspace.path, ws, symlinks=True, ignore=shutil.ignore_patterns(".venv", "results"))
+    rows = [json.loads(x) for x in (ws / "resources_servers" / gh.NAME / "data" / "example.jsonl").read_text().splitlines()
+            if x.strip()]
+    policy = sp.PolicyServer().start()
+    with private_engine("i35m", "shinken-i35-masked") as engine:
+        gh.point_at_policy(ws, policy.base_url)
+        with gh.gym_session(ws, tmp_path / "venvs", policy, env={"DOCKER_HOST": "unix:///engine/d.sock"},
+                            binds=[(engine.base, "/engine")]) as session:
+            c = session.container
+            log, _ = session.start(gym_workspace.command("gym env start "))
+            r = c.exec(gym_workspace.command("gym eval run --no-serve"), timeout=1500)
+            assert r.returncode == 0, (r.stdout + r.stderr)[-3000:] + "\nserver log:\n" + c.exec(f"cat {log}").stdout[-4000:]
+            out = ws / "results" / "example_rollouts.jsonl"
+            rollouts = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    assert sorted(x["task_id"] for x in rollouts) == sorted(r["task_id"] for r in rows), rollouts
+    for x in rollouts:
+        assert (x["reward"], x["mask_sample"], x["failure_kind"], x["failure_stage"]) == (
+            0.0, True, "provider_unavailable", "seed"), x
+        assert x["failure_reason"].startswith("infra: /seed_session answered 503 (infra_error): "), x["failure_reason"]
+        assert "not found" in x["failure_reason"], x["failure_reason"]  # the server's own detail: the missing image
+    assert policy.calls == []  # no rollout reached the policy

@@ -82,7 +82,8 @@ def joined(fleet, linux_image):
 
 
 @pytest.fixture(scope="module")
-def router(fleet, joined, linux_image, tmp_path_factory):
+def router(fleet, joined, linux_image, hub_image, tmp_path_factory):
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet.router import FleetEngine
 
     salt = uuid.uuid4().hex[:8]
@@ -106,7 +107,8 @@ def router(fleet, joined, linux_image, tmp_path_factory):
     import os
 
     os.environ.update(fleet.env)
-    eng = FleetEngine(fleet.address, root, linux_image, seed_timeout_s=20)
+    # The server's config names the hub its web tasks run against: every host serves with it.
+    eng = FleetEngine(fleet.address, EngineConfig(root, linux_image, seed_timeout_s=20, hub_image=hub_image))
     eng.tasks = tasks  # type: ignore[attr-defined]
     yield eng
     eng.close()
@@ -412,11 +414,13 @@ def _finish(results: list[dict]) -> list[dict]:
     return results[:-1]
 
 
-def _shinken_containers(eng) -> list[str]:
+def _shinken_containers(eng, but: tuple[str, ...] = ("hub",)) -> list[str]:
+    """The engine's shinken containers but those of the kinds `but` (a live agent's hub and, while
+    it serves, its leases on goldens)."""
     c = eng.client()
     try:
         return [b.name for b in c.containers.list(all=True, filters={"label": "shinken.managed=1"})
-                if b.labels.get("shinken.kind") != "hub"]
+                if b.labels.get("shinken.kind") not in but]
     finally:
         c.close()
 
@@ -453,8 +457,9 @@ def test_chaos_docker_engine_dies_mid_batch(fleet, router):
     r = fleet.shinken("gc", "--force", docker_host=h2.host)
     assert r.returncode == 0, r.stderr
     deadline = time.monotonic() + 60
-    while _shinken_containers(h2):  # the agent retries the forks it could not delete while the engine was down
-        assert time.monotonic() < deadline, _shinken_containers(h2)
+    live = ("hub", "lease")  # the agent lives on: its hub and its leases on the goldens it holds stay
+    while _shinken_containers(h2, live):  # the agent retries the forks it could not delete while the engine was down
+        assert time.monotonic() < deadline, _shinken_containers(h2, live)
         fleet.shinken("gc", "--force", docker_host=h2.host)
         time.sleep(2)
 
@@ -514,13 +519,16 @@ def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
     live only 1 slot is free, so 1 is kept; once the rollouts end, 2. Pooled computers serve the
     next group."""
     from shinken.bundles.loader import load_bundle
+    from shinken.computer.contract import EngineConfig
     from shinken.fleet.agent import HostAgent
     from shinken.fleet.nodes import bundle_payload
+    from shinken.fleet.wire import Seeded, SeedRequest
 
     tid = f"fleet-demand-{uuid.uuid4().hex[:8]}"
     _task(tmp_path, tid)
     bundle = load_bundle(tmp_path / tid)
     agent = HostAgent("demand", 3, linux_image)
+    rollout = EngineConfig(tmp_path, linux_image).rollout()  # what a server sends with each seed
     try:
         assert agent.info()["pools"] == "demand"
         agent.add_task(bundle_payload(bundle))
@@ -529,9 +537,9 @@ def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
             out: list[tuple[str, str]] = []
 
             def one(i: int) -> None:
-                a = agent.seed(f"{tag}{i}", tid, bundle.path.name, bundle.bundle_hash)
-                assert "generation" in a, a
-                out.append((f"{tag}{i}", a["generation"]))
+                a = agent.seed(SeedRequest(f"{tag}{i}", tid, bundle.path.name, bundle.bundle_hash, rollout))
+                assert isinstance(a, Seeded), a
+                out.append((f"{tag}{i}", a.generation))
 
             threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
             for t in threads:
@@ -555,9 +563,10 @@ def test_agent_demand_pools_stay_within_free_slots(linux_image, tmp_path):
         for s, g in first:
             agent.end(s, g)
         warm_until(2, 2)  # the group's size, now that the slots are free
-        hits = agent.engine.stats["pool_hits"]
+        (engine,) = agent.engines()  # one config served: one engine
+        hits = engine.stats["pool_hits"]
         second = group("b")
-        assert agent.engine.stats["pool_hits"] - hits == 2
+        assert engine.stats["pool_hits"] - hits == 2
         for s, g in second:
             agent.end(s, g)
     finally:

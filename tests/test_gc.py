@@ -274,8 +274,15 @@ def test_killed_docker_provider_leaves_fork_pool_and_golden(docker_client, scope
         fh.write(f"\n# gc test salt {scope['value']}\n")  # a private golden, not a shared cached one
     proc, made = start_holder(scope, "zero-signal", provider=True, bundle=str(bundle), image=image)
     run_label = f"shinken.run={scope['value']}"
-    assert len(made["containers"]) == 2 and len(made["images"]) == 1
-    assert gc_json(scope, "--include-goldens", label=run_label)["reclaimable"] == []  # all live
+    # a fork, a pool fork and the provider's lease on the golden (docs/sandbox.md)
+    assert len(made["containers"]) == 3 and len(made["images"]) == 1
+    made_kinds = sorted(docker_client.api.inspect_container(c)["Config"]["Labels"]["shinken.kind"]
+                        for c in made["containers"])
+    assert made_kinds == ["fork", "lease", "pool"], made_kinds
+    # all live: the golden is held (by the lease, and by a live owner), whatever --older-than says
+    assert gc_json(scope, "--include-goldens", label=run_label)["reclaimable"] == []
+    aged = gc_json(scope, "--include-goldens", "--older-than", "0s", label=run_label)["reclaimable"]
+    assert {i["kind"] for i in aged} == {"fork", "pool"}, aged  # a live owner's lease, and its golden, are never aged out
     kill9(proc)
 
     forks = set(made["containers"])
@@ -283,7 +290,7 @@ def test_killed_docker_provider_leaves_fork_pool_and_golden(docker_client, scope
     found_or_reaped(docker_client, ids(doc["reclaimable"]), forks, forks)
     kinds = {c: docker_client.api.inspect_container(c)["Config"]["Labels"]["shinken.kind"]
              for c in forks if exists(docker_client, c)}
-    assert set(kinds.values()) <= {"fork", "pool"}
+    assert set(kinds.values()) <= {"fork", "pool", "lease"}
     assert all(i["kind"] == kinds.get(i["id"], i["kind"]) for i in doc["reclaimable"])
     assert {i["task"] for i in doc["reclaimable"]} <= {"zero-signal"}
 

@@ -67,8 +67,10 @@ def host(docker_client):
         docker_client.api.remove_container(c["Id"], force=True)
 
 
-def run_containers(docker_client, run: str) -> list[dict]:
-    return docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+def run_containers(docker_client, run: str, leases: bool = False) -> list[dict]:
+    """The run's sandboxes (and, with `leases`, its leases on goldens: docs/sandbox.md)."""
+    found = docker_client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run}"})
+    return [c for c in found if leases or (c.get("Labels") or {}).get(LABEL_KIND) != "lease"]
 
 
 @pytest.mark.docker
@@ -132,8 +134,14 @@ def test_task_fork_of_golden_runs_as_user(host, docker_client, linux_image):
         host.attach({"sandbox_id": box.id})
     host.close(box)
     assert run_containers(docker_client, host.run) == []
+    # The provider holds the golden it served from (a lease), so no other process deletes it; until shutdown.
+    (lease,) = run_containers(docker_client, host.run, leases=True)
+    assert lease["Labels"][LABEL_KIND] == "lease" and lease["Labels"]["shinken.golden"] == lease["ImageID"]
+    assert lease["State"] == "created" and lease["ImageID"] == labels["shinken.golden"]
     with pytest.raises(CreateFailed, match="not found"):
         host.create(req(None, task=TaskOptions.parse({"task_id": "nope", "task_root": str(DEMO)}, host.config)))
+    host.shutdown()
+    assert run_containers(docker_client, host.run, leases=True) == []
 
 
 @pytest.mark.docker
@@ -276,9 +284,10 @@ def test_web_task_forks_join_the_providers_hub_each_with_its_own_sid(docker_clie
 def test_connect_takes_a_resources_server_fork_and_verify_scores_it(host, docker_client, linux_image):
     """What a sandbox-borrowing Gym agent does with shinken_cua's seed response (sandbox_handle):
     connect to the rollout's fork, work in it as the task's user; /verify's reward sees the work."""
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
-    engine = ComputerEngine(DEMO, linux_image, accept_filesystem=True, keep_goldens_on_close=True)
+    engine = ComputerEngine(EngineConfig(DEMO, linux_image, accept_filesystem=True), keep_goldens_on_close=True)
     try:
         gen = engine.seed("borrowed", "hello-file")
         handle = engine.sandbox_id("borrowed", gen)

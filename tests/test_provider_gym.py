@@ -135,6 +135,10 @@ def test_killed_creator_and_expired_sandbox_are_reclaimed_by_gc(drive):
     doc = json.loads(r.stdout)
     gone = {i["id"]: i["reason"] for i in doc["reclaimed"]}
     assert set(gone) == {short} and "past its ttl_s" in gone[short], doc
+    # the creator's lease on the task's golden (docs/sandbox.md): kept while it lives, like its sandboxes
+    leases = subprocess.run(["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={LABEL_RUN}={run}",
+                             "--filter", "label=shinken.kind=lease"], capture_output=True, text=True).stdout.split()
+    assert len(leases) == 1, leases
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
@@ -143,7 +147,7 @@ def test_killed_creator_and_expired_sandbox_are_reclaimed_by_gc(drive):
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     gone = {i["id"]: i["reason"] for i in doc["reclaimed"]}
-    assert set(gone) == {plain, task, pooled[0]}, doc  # the waiting pool fork too
+    assert set(gone) == {plain, task, pooled[0], leases[0]}, doc  # the waiting pool fork and the lease too
     assert all("dead" in why or "not running" in why or "exited" in why for why in gone.values()), gone
     assert _run_ids(run) == []
 

@@ -14,6 +14,7 @@ import pytest
 
 import png
 from shinken.computer import actions, tools
+from shinken.computer.contract import EngineConfig
 from shinken.computer.engine import ComputerEngine
 from shinken.computer.profiles import Profile
 
@@ -39,15 +40,16 @@ def engines(task_root, linux_image):
 
     def make(profile: Profile) -> ComputerEngine:
         # Goldens are kept for the next engine of the module (the provider's label cache finds them).
-        eng = ComputerEngine(task_root, linux_image, accept_filesystem=True, gc_interval_s=None, profile=profile,
-                             keep_goldens_on_close=True)
+        eng = ComputerEngine(EngineConfig(task_root, linux_image, accept_filesystem=True, profile=profile),
+                             gc_interval_s=None, keep_goldens_on_close=True)
         made.append(eng)
         return eng
 
     yield make
     for eng in made:
         eng.close()
-    ComputerEngine(task_root, linux_image, accept_filesystem=True, gc_interval_s=None).close()  # drops the goldens
+    ComputerEngine(EngineConfig(task_root, linux_image, accept_filesystem=True),
+                   gc_interval_s=None).close()  # drops the goldens
 
 
 def _ready_dialog(eng: ComputerEngine, session: str, gen: str) -> tuple[tools.a11y.Node, tools.a11y.Node]:

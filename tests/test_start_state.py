@@ -149,9 +149,10 @@ def test_default_probe_keeps_every_desktop_demo_at_its_tier(probed) -> None:
 
 @pytest.fixture(scope="module")
 def engine(probed, desktop_root, cua):
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
-    eng = ComputerEngine(desktop_root, cua, idle_ttl_s=900, keep_goldens_on_close=True)
+    eng = ComputerEngine(EngineConfig(desktop_root, cua, idle_ttl_s=900), keep_goldens_on_close=True)
     yield eng
     eng.close()
 
@@ -184,9 +185,10 @@ def test_first_observation_shows_what_the_setup_left(engine, probed, task_id) ->
 
 @pytest.mark.docker
 def test_warm_pool_hands_out_relaunched_and_checked_forks(probed, desktop_root, cua) -> None:
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
-    with ComputerEngine(desktop_root, cua, pool_size=1, keep_goldens_on_close=True) as eng:
+    with ComputerEngine(EngineConfig(desktop_root, cua, pool_size=1), keep_goldens_on_close=True) as eng:
         gen = eng.seed("pooled", CALC, tier="relaunch")
         entry = eng._goldens[CALC]
         assert entry.pool_tier is Tier.RELAUNCH
@@ -272,6 +274,7 @@ def test_leftovers_of_killed_apps_never_become_dialogs(probed, desktop_root, cua
 def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_client) -> None:
     """A golden whose files no longer match its record (the document is gone): the relaunch
     cannot show the recorded window, so the seed is masked as a start-state failure."""
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.engine import ComputerEngine
 
     golden_tag = next(t["golden"] for t in probed["tasks"] if t["task_id"] == CALC)
@@ -283,7 +286,7 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
     tampered = c.commit(repository=repo, tag=tag + "-tampered", conf={"Labels": original.labels})
     c.remove()
     try:
-        with ComputerEngine(desktop_root, cua, keep_goldens_on_close=True) as eng:
+        with ComputerEngine(EngineConfig(desktop_root, cua), keep_goldens_on_close=True) as eng:
             gen = eng.seed("tampered", CALC, tier="relaunch")
             assert eng._goldens[CALC].golden.image_id == tampered.id  # the newest golden is taken
             assert eng.tool("tampered", gen, "computer_observe", {}).startswith("error:")

@@ -145,7 +145,7 @@ def test_license_comes_from_the_download_record_and_travels_with_the_bundles(tmp
     ws = tmp_path / "ws"
     manifest = yaml.safe_load((ws / "environments/shinken_cua/manifest.yaml").read_text())
     config = yaml.safe_load((ws / SERVER / "configs/shinken_cua.yaml").read_text())
-    datasets = config["shinken_cua_simple_agent"]["responses_api_agents"]["simple_agent"]["datasets"]
+    datasets = config["shinken_cua_simple_agent"]["responses_api_agents"]["shinken_agent"]["datasets"]
     assert res.license == manifest["licensing"] == "CC-BY-4.0"
     assert {d["license"] for d in datasets} == {"Creative Commons Attribution 4.0 International"}
     assert (ws / SERVER / "tasks" / SOURCE_FILE).read_bytes() == (root / SOURCE_FILE).read_bytes()
@@ -401,15 +401,15 @@ def test_a_killed_run_leaves_a_staging_folder_gc_reclaims(tmp_path: Path, eviden
 # ---------------------------------------------------------------- the server's settings, written once
 def test_server_defaults_have_one_home(monkeypatch) -> None:
     """Pool size, idle TTL, golden TTL and max goldens: computer/settings.py's ServerSettings is
-    what the engine's defaults, its environment reader and the generated server's config say."""
+    what the engine config's defaults, its environment reader and the generated server's config say."""
     import ast
     import inspect
 
-    from shinken.computer.engine import ComputerEngine
+    from shinken.computer.contract import EngineConfig
     from shinken.computer.settings import DEFAULTS, KNOBS, ServerSettings
     from shinken.errors import ShinkenError
 
-    params = inspect.signature(ComputerEngine.__init__).parameters
+    params = inspect.signature(EngineConfig).parameters  # what every engine is built from
     assert {name: params[name].default for name in KNOBS} == dataclasses.asdict(DEFAULTS)
     for _, var in KNOBS.values():
         monkeypatch.delenv(var, raising=False)

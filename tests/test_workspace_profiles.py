@@ -56,15 +56,20 @@ def test_tool_sets_per_profile() -> None:
 
 
 def test_default_profile_writes_what_it_always_wrote(tmp_path: Path, demo_root: Path) -> None:
+    """The default profile's rows and server config are what they were before profiles; its agent is
+    Gym's simple_agent answering a seed's infrastructure failure masked (workspace_templates/agent)."""
     dest = _make(tmp_path, demo_root, "ws")
-    assert not (dest / "responses_api_agents").exists()
+    agent = dest / "responses_api_agents" / "shinken_agent"
+    assert sorted(p.name for p in (dest / "responses_api_agents").iterdir()) == ["shinken_agent"]
+    assert (agent / "app.py").read_bytes() == (REPO / "workspace_templates/agent/text_app.py").read_bytes()
+    assert (agent / "seed_failures.py").read_bytes() == (REPO / "workspace_templates/agent/seed_failures.py").read_bytes()
     for row in _rows(dest / SERVER / "data" / "train.jsonl"):
         assert "shinken_profile" not in row and row["responses_create_params"]["tools"] == TOOL_SCHEMAS
         assert row["agent_ref"]["name"] == "shinken_cua_simple_agent"
     cfg = (dest / SERVER / "configs" / "shinken_cua.yaml").read_text()
-    assert "shinken_observation" not in cfg and "simple_agent:" in cfg and "vision" not in cfg
+    assert "shinken_observation" not in cfg and "shinken_agent:" in cfg and "vision" not in cfg
     manifest = yaml.safe_load((dest / "environments/shinken_cua/manifest.yaml").read_text())
-    assert (manifest["modality"], manifest["agent_server"]) == ("text", "simple_agent")
+    assert (manifest["modality"], manifest["agent_server"]) == ("text", "shinken_agent")
     assert "## Profile" not in (dest / SERVER / "README.md").read_text()
     assert "profile" not in json.loads((dest / MANIFEST).read_text())
 
@@ -90,6 +95,7 @@ def test_screenshot_profile_workspace(tmp_path: Path, demo_root: Path) -> None:
                                            if k not in ("responses_create_params", "agent_ref")})
     agent = dest / "responses_api_agents" / "shinken_vision_agent"
     assert (agent / "app.py").read_bytes() == (REPO / "workspace_templates/agent/app.py").read_bytes()
+    assert (agent / "seed_failures.py").read_bytes() == (REPO / "workspace_templates/agent/seed_failures.py").read_bytes()
     assert (agent / "requirements.txt").read_text().strip() == "nemo-gym[dev]==0.7.0"
     cfg = yaml.safe_load((dest / SERVER / "configs" / "shinken_cua.yaml").read_text())
     server = cfg["shinken_cua_resources_server"]["resources_servers"]["shinken_cua"]

@@ -122,6 +122,12 @@ def _plain(value: float | bool) -> float | str:
 
 
 VISION_AGENT_DIR = "shinken_vision_agent"  # responses_api_agents/<this>/ (workspace_templates/agent)
+TEXT_AGENT_DIR = "shinken_agent"  # Gym's simple_agent answering a seed's infrastructure failure masked
+
+
+def agent_dir(profile: Profile) -> str:
+    """The agent the workspace ships (responses_api_agents/<this>/)."""
+    return VISION_AGENT_DIR if profile.screenshots else TEXT_AGENT_DIR
 
 
 def _profile_settings(profile: Profile) -> dict[str, Any]:
@@ -146,7 +152,7 @@ def _agent(names: Names, engine: EngineSettings, datasets: list[dict[str, Any]])
         "datasets": datasets,
     }
     if not engine.profile.screenshots:
-        return {names.agent_instance: {"responses_api_agents": {"simple_agent": block}}}
+        return {names.agent_instance: {"responses_api_agents": {TEXT_AGENT_DIR: block}}}
     if engine.screenshot_history is not None:
         # Gym's recency policy: earlier screenshots leave the context (not an exact prefix: NeMo RL
         # refuses such rollouts for training; for evaluation of long rollouts).
@@ -213,7 +219,7 @@ def manifest(names: Names, *, version: str, description: str, lic: License, auth
         "reward": {"range": [0.0, 1.0], "higher_is_better": True},
         "determinism": determinism,
         "resources_server": names.name,
-        "agent_server": VISION_AGENT_DIR if profile.screenshots else "simple_agent",
+        "agent_server": agent_dir(profile),
         "datasets": [{"name": s, "type": s, "jsonl_fpath": str(names.data(s)), "num_repeats": 1} for s in SPLITS],
         "model_server": "policy_model",
         "session_model": "episode",

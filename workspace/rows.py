@@ -15,7 +15,6 @@ SERVER_NAME = "shinken_cua"
 RESOURCES_INSTANCE = f"{SERVER_NAME}_resources_server"
 AGENT_INSTANCE = f"{SERVER_NAME}_simple_agent"
 ENVIRONMENT_INSTANCE = f"{SERVER_NAME}_environment_server"
-VISION_AGENT_DIR = "shinken_vision_agent"  # responses_api_agents/<this>/ in the workspace
 
 SYSTEM_PROMPT = (
     "You operate a Linux desktop computer (user `user`, home /home/user, screen 1920x1080) "

@@ -54,8 +54,11 @@ EXAMPLE_ROWS = 5  # `gym env test --all` insists on exactly five
 TEMPLATES = "shinken.workspace_templates"
 # Server files copied as they are (real Python, so linters and type checkers read them).
 SERVER_CODE = ("__init__.py", "app.py", "task_data.py", "tests/__init__.py", "tests/test_app.py")
-# The agent that delivers screenshots as input_image parts (screenshot profiles only).
-AGENT_CODE = ("app.py", "requirements.txt")
+# The agent every workspace ships (responses_api_agents/<dir>/, file there <- template in agent/):
+# Gym's simple_agent (text profiles) or the agent that delivers screenshots as input_image parts,
+# each answering a seed's infrastructure failure with a masked rollout (seed_failures.py).
+AGENT_CODE = {"seed_failures.py": "seed_failures.py", "requirements.txt": "requirements.txt"}
+AGENT_APP = {True: "app.py", False: "text_app.py"}  # by whether the profile shows screenshots
 
 
 @dataclass
@@ -307,11 +310,10 @@ def write_workspace(plan: WorkspacePlan) -> WorkspaceResult:
             (server / rel).parent.mkdir(parents=True, exist_ok=True)
             (server / rel).write_text(_template(f"server/{rel}"))
         wheel = build_wheel(server / "vendor", [(server / rel).read_text() for rel in SERVER_CODE])
-        if opts.profile.screenshots:
-            agent_dir = stage / "responses_api_agents" / gymcfg.VISION_AGENT_DIR
-            agent_dir.mkdir(parents=True)
-            for rel in AGENT_CODE:
-                (agent_dir / rel).write_text(_template(f"agent/{rel}"))
+        agent_dir = stage / "responses_api_agents" / gymcfg.agent_dir(opts.profile)
+        agent_dir.mkdir(parents=True)
+        for rel, template in {"app.py": AGENT_APP[opts.profile.screenshots], **AGENT_CODE}.items():
+            (agent_dir / rel).write_text(_template(f"agent/{template}"))
         store = copy_bundles(bundles, stage / names.tasks, task_root)
         for split_name, docs in split_rows.items():
             _jsonl(stage / names.data(split_name), docs)

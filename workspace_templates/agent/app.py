@@ -12,6 +12,9 @@ filled in, as Gym's own image agents do:
 - `_seed_session_response_messages`: /seed_session answers `{"observation": {...}}`, the screen
   the rollout starts from; it becomes the first such user message, after the task instruction.
 
+A seed the resources server answers 503 (an infrastructure failure) ends as a masked rollout with
+the server's Gym failure kind instead of stopping `gym eval run` (seed_failures.py).
+
 Every screenshot stays in the history (the exact-prefix view NeMo RL checks). Keeping only the
 last N (`context_history` with Gym's recency policy, written by `make-workspace
 --screenshot-history N`) rewrites earlier turns, which NeMo RL's prefix check rejects for
@@ -21,9 +24,16 @@ training; it is meant for evaluation with long rollouts.
 import json
 from typing import Any
 
+from fastapi import Request
+
 from nemo_gym.openai_utils import NeMoGymEasyInputMessage, NeMoGymFunctionCallOutput
 from nemo_gym.server_utils import get_response_json
-from responses_api_agents.simple_agent_with_compaction.app import SimpleAgentWithCompaction
+from responses_api_agents.simple_agent_with_compaction.app import (
+    SimpleAgentWithCompaction,
+    SimpleAgentWithCompactionRunRequest,
+    SimpleAgentWithCompactionVerifyResponse,
+)
+from seed_failures import SeedFailed, masked_result, watch_seeds
 
 
 def screen_message(observation: Any, caption: str) -> NeMoGymEasyInputMessage | None:
@@ -70,7 +80,14 @@ class _WithoutPrefixControl:
 class ShinkenVisionAgent(SimpleAgentWithCompaction):
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
-        self.server_client = _WithoutPrefixControl(self.server_client)
+        self.server_client = watch_seeds(_WithoutPrefixControl(self.server_client))
+
+    async def run(self, request: Request,
+                  body: SimpleAgentWithCompactionRunRequest) -> SimpleAgentWithCompactionVerifyResponse:
+        try:
+            return await super().run(request, body)
+        except SeedFailed as failed:
+            return SimpleAgentWithCompactionVerifyResponse.model_validate(masked_result(body, failed))
     async def _tool_response_items(self, output: str, call_id: str) -> list:
         text, observation = split_tool_output(output)
         items: list = [NeMoGymFunctionCallOutput(type="function_call_output", call_id=call_id, output=text)]
