@@ -59,10 +59,12 @@ def synthetic_triage(root: Path, n: int, seed: int = 0) -> dict[str, Any]:
                                 "reasons": reasons, "app_type": app.name, "difficulty": rng.choice(["easy", "medium", "hard"]),
                                 "bundle_hash": hashlib.sha256(tid.encode()).hexdigest(),
                                 "family": f"{app.name}-f{rng.randrange(FAMILIES // len(apps) + 1):03d}"}
+        task["benchmark_matches"] = []  # what `shinken triage` writes for every task (schemas/triage)
         if rng.random() < OVERLAP_SHARE:
+            changed = [{"slot": "num", "benchmark": "2", "task": "3"}] if rng.random() < 0.5 else []
             task["benchmark_matches"] = [{"benchmark": rng.choice(["OSWorld", "WindowsAgentArena"]),
                                           "task_id": f"{rng.getrandbits(32):08x}", "score": round(rng.uniform(0.8, 1), 3),
-                                          "slots_differ": rng.random() < 0.5}]
+                                          "slots_differ": changed}]
         tasks.append(task)
     by_verdict = {v: sum(t["verdict"] == v for t in tasks) for v in ("runnable", "blocked", "defective")}
     by_class = {c: {"total": sum(t["class"] == c for t in tasks),

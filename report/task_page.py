@@ -225,7 +225,9 @@ SCRIPT = r"""
       if (t.benchmark_matches.length) {
         const bt = el("table", {}, el("tr", {}, ...["benchmark", "task", "score", "slots differ"].map(h => el("th", {text: h}))));
         for (const b of t.benchmark_matches) bt.append(el("tr", {}, el("td", {text: b.benchmark}), el("td", {text: b.task_id}),
-          el("td", {text: b.score}), el("td", {text: JSON.stringify(b.slots_differ)})));
+          el("td", {text: b.score}), el("td", {text: Array.isArray(b.slots_differ)
+            ? b.slots_differ.map(x => `${x.slot}: ${x.benchmark ?? "-"} -> ${x.task ?? "-"}`).join(", ") || "none"
+            : JSON.stringify(b.slots_differ)})));
         box.append(el("p", {text: "Overlaps a benchmark task:"}), bt);
       }
     }
