@@ -5,10 +5,10 @@ can forge its result (docs/integrity.md).
    the judge's files and the rollout's web sid go in /tmp as root-owned files, replacing whatever
    the policy left at those paths (none of them can the task's user change or remove).
 2. `run`, one exec that starts as root and first seals the computer (SEAL): every process of a
-   non-root uid that started after the computer was handed out is frozen (SIGSTOP, until none of
-   them runs), then killed; what shinken started before handing it out (the desktop, the task's
-   apps as the setup or the relaunch left them) keeps running, so a reward may still read a live
-   app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
+   non-root uid but those shinken started before handing the computer out (the desktop, the
+   task's apps as the setup or the relaunch left them, recorded by `handed_out`; never a shell or
+   another interpreter) is frozen (SIGSTOP, until none of them runs), then killed; the kept ones
+   run on, so a reward may still read a live app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
    read every file, as root can, and nothing else of root's) and runs reward.py under `python3 -I`
    (no user site, no PYTHON* variables, no working folder on sys.path), a fixed PATH and
    environment, from that folder, through sandbox/reward_runner.py, whose output is the one
@@ -54,7 +54,7 @@ VERIFY_AS = ("setpriv", f"--reuid={guest.VERIFIER_UID}", f"--regid={guest.VERIFI
 # owner of its /proc folder, never in its Uid line. Command interpreters (a terminal's shell,
 # python, ...) are never kept: the policy drives them.
 _PROCS = r"""
-import hashlib, json, os, re, signal, sys, time
+import json, os, re, signal, sys, time, zlib
 INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
                          r'lua[0-9.]*|tclsh[0-9.]*|wish[0-9.]*|php[0-9.]*|R|Rscript|gdb|expect|tmux.*|screen|script)')
 me = os.getpid()
@@ -73,7 +73,7 @@ def procs():
         if all(u == '0' for u in uids) or rest[0] in (b'Z', b'X'):
             continue
         name = st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
-        out[int(d)] = ([int(d), int(rest[19]), name, hashlib.sha256(cmd).hexdigest()[:16]], rest[0].decode(), name)
+        out[int(d)] = ([int(d), int(rest[19]), name, f'{len(cmd)}:{zlib.crc32(cmd):08x}'], rest[0].decode(), name)
     return out
 """
 
@@ -110,10 +110,10 @@ def scan():
     return targets, kept
 deadline = time.monotonic() + 10
 frozen = set()
-while True:
-    targets, kept = scan()
-    running = [p for p, s in targets.items() if s not in 'Tt']
-    frozen.update(targets)
+left, kept = scan()
+while left:
+    running = [p for p, s in left.items() if s not in 'Tt']
+    frozen.update(left)
     if not running or time.monotonic() > deadline:
         break
     for p in running:
@@ -121,14 +121,16 @@ while True:
             os.kill(p, signal.SIGSTOP)
         except OSError:
             pass
+    left, kept = scan()
 for p in frozen:
     try:
         os.kill(p, signal.SIGKILL)
     except OSError:
         pass
-# Until two scans 20 ms apart find none: what a kept app spawns as its child dies goes too.
-quiet = 0
+# Until two scans 10 ms apart find none: what a kept app spawns as its child dies goes too.
+quiet = 0 if frozen else 2
 while quiet < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
     left, kept = scan()
     quiet = 0 if left else quiet + 1
     for p in left:
@@ -136,7 +138,6 @@ while quiet < 2 and time.monotonic() < deadline:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    time.sleep(0.02)
 print(token, json.dumps({'stopped': len(frozen), 'left': len(left), 'kept': sorted(set(kept)),
                          'display': os.path.exists('/tmp/.X11-unix/X0')}), flush=True)
 sys.exit(3 if left else 0)
@@ -184,7 +185,7 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
                               res.pids_limit_hits)
 
 
-Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's hash
+Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's length:crc32
 
 
 def handed_out(box: Container, quiet_s: float = 0.0) -> frozenset[Identity]:
