@@ -8,28 +8,29 @@ Two things a policy could otherwise use to forge its reward are closed here:
   /tmp). A module is imported only from a file whose every folder up to / is root-owned and
   writable by nobody else (a sticky root-owned folder such as /tmp may hold a root-owned file);
   a planted /tmp/openpyxl.py is passed over for the system's.
-- Output: reward.py prints what the policy wrote (a cell, a file's text). A `REWARD: x` line, a
-  `Total score: x` or a bare number counts only when a statement of reward.py that names the
-  marker in a string literal printed it, once; every other occurrence (the policy's text printed by
-  any other statement, a subprocess writing to the inherited descriptors, a statement that printed
-  two markers) is defused so the host's grammar does not match it.
+- Output: reward.py prints what the policy wrote (a cell, a file's text). A `REWARD: x` or
+  `Total score: x` line counts only when a statement of reward.py that names the marker in a
+  string literal printed it, once; every other occurrence (the policy's text printed by any other
+  statement, a subprocess writing to the inherited descriptors, a statement that printed two
+  markers) is defused so the host's grammar does not match it. A bare number (the grammar's last
+  resort) counts only when reward.py's own code printed it, not a subprocess; a crash prints its
+  traceback after it, so it is never the last line then.
 The host parses the output with the unchanged grammar (needs/reward.py)."""
 
 from __future__ import annotations
 
-import ast
+import _ast  # the C module: `ast` and `runpy` cost more start-up than the reward itself
 import io
 import os
 import re
-import runpy
 import stat
 import sys
 import threading
-import traceback
+import types
 from importlib.machinery import ModuleSpec, PathFinder, SourceFileLoader
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing's import costs the reward's start 2.5 ms
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import Any
 
 # Set by sandbox/verifier.py from needs/reward.py (SHINKEN_* lines it prepends to this file);
@@ -142,13 +143,26 @@ def install_import_guard() -> None:
 
 # --------------------------------------------------------------------------- output
 
-def _literals(node: ast.AST, names: set[str]) -> bool:
+def _walk(node: _ast.AST) -> Iterator[_ast.AST]:
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        for name in n._fields:
+            v = getattr(n, name, None)
+            if isinstance(v, _ast.AST):
+                todo.append(v)
+            elif isinstance(v, list):
+                todo.extend(x for x in v if isinstance(x, _ast.AST))
+
+
+def _literals(node: _ast.AST, names: set[str]) -> bool:
     """The statement names a score marker: in a string literal, or through a module-level name
     bound to one (`MARK = "REWARD: "`)."""
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and _MARKER_RE.search(sub.value):
+    for sub in _walk(node):
+        if isinstance(sub, _ast.Constant) and isinstance(sub.value, str) and _MARKER_RE.search(sub.value):
             return True
-        if isinstance(sub, ast.Name) and sub.id in names:
+        if isinstance(sub, _ast.Name) and sub.id in names:
             return True
     return False
 
@@ -156,16 +170,16 @@ def _literals(node: ast.AST, names: set[str]) -> bool:
 def score_lines(source: str) -> set[int]:
     """The lines of reward.py's statements that print a score (see _literals)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = compile(source, "reward.py", "exec", _ast.PyCF_ONLY_AST)
+    except (SyntaxError, ValueError):
         return set()
-    names = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+    names = {t.id for n in getattr(tree, "body", []) if isinstance(n, _ast.Assign) and isinstance(n.value, _ast.Constant)
              and isinstance(n.value.value, str) and _MARKER_RE.search(n.value.value)
-             for t in n.targets if isinstance(t, ast.Name)}
+             for t in n.targets if isinstance(t, _ast.Name)}
     lines: set[int] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         # Simple statements only: a compound one (if, def) would credit every line of its body.
-        if isinstance(node, ast.stmt) and not hasattr(node, "body") and _literals(node, names):
+        if isinstance(node, _ast.stmt) and not hasattr(node, "body") and _literals(node, names):
             lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return lines
 
@@ -322,8 +336,12 @@ def run(reward_file: str) -> int:
     sys.path.insert(0, os.path.dirname(reward_file))  # the judge module beside reward.py, as before
     sys.argv = [reward_file]
     code = 0
+    main = types.ModuleType("__main__")  # what `python3 reward.py` runs it as
+    main.__file__ = reward_file
+    main.__builtins__ = __builtins__  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main
     try:
-        runpy.run_path(reward_file, run_name="__main__")
+        exec(compile(source, reward_file, "exec"), main.__dict__)
         for t in threading.enumerate():
             if t is not threading.current_thread() and not t.daemon and t is not reader:
                 t.join()
@@ -336,6 +354,8 @@ def run(reward_file: str) -> int:
             print(exc.code, file=sys.stderr)
             code = 1
     except BaseException:  # noqa: BLE001 - reported as the reward's crash, never the runner's
+        import traceback
+
         traceback.print_exc()
         code = 1
     try:
@@ -343,6 +363,8 @@ def run(reward_file: str) -> int:
 
         atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001
+        import traceback
+
         traceback.print_exc()
     if TrustedPathFinder.refused:
         print("[shinken: modules in places the task's user can write were not imported: "

@@ -5,10 +5,10 @@ can forge its result (docs/integrity.md).
    the judge's files and the rollout's web sid go in /tmp as root-owned files, replacing whatever
    the policy left at those paths (none of them can the task's user change or remove).
 2. `run`, one exec that starts as root and first seals the computer (SEAL): every process of a
-   non-root uid that started after the computer was handed out is frozen (SIGSTOP, until none of
-   them runs), then killed; what shinken started before handing it out (the desktop, the task's
-   apps as the setup or the relaunch left them) keeps running, so a reward may still read a live
-   app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
+   non-root uid but those shinken started before handing the computer out (the desktop, the
+   task's apps as the setup or the relaunch left them, recorded by `handed_out`; never a shell or
+   another interpreter) is frozen (SIGSTOP, until none of them runs), then killed; the kept ones
+   run on, so a reward may still read a live app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
    read every file, as root can, and nothing else of root's) and runs reward.py under `python3 -I`
    (no user site, no PYTHON* variables, no working folder on sys.path), a fixed PATH and
    environment, from that folder, through sandbox/reward_runner.py, whose output is the one
@@ -54,9 +54,7 @@ VERIFY_AS = ("setpriv", f"--reuid={guest.VERIFIER_UID}", f"--regid={guest.VERIFI
 # owner of its /proc folder, never in its Uid line. Command interpreters (a terminal's shell,
 # python, ...) are never kept: the policy drives them.
 _PROCS = r"""
-import hashlib, json, os, re, signal, sys, time
-INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
-                         r'lua[0-9.]*|tclsh[0-9.]*|wish[0-9.]*|php[0-9.]*|R|Rscript|gdb|expect|tmux.*|screen|script)')
+import os, signal, sys, time, zlib
 me = os.getpid()
 def procs():
     out = {}
@@ -73,7 +71,7 @@ def procs():
         if all(u == '0' for u in uids) or rest[0] in (b'Z', b'X'):
             continue
         name = st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
-        out[int(d)] = ([int(d), int(rest[19]), name, hashlib.sha256(cmd).hexdigest()[:16]], rest[0].decode(), name)
+        out[int(d)] = ([int(d), int(rest[19]), name, f'{len(cmd)}:{zlib.crc32(cmd):08x}'], rest[0].decode(), name)
     return out
 """
 
@@ -81,6 +79,9 @@ def procs():
 # argv: how long the set of processes must hold still first (0: at once; apps launched by replayed
 # steps may still be starting their children), and the bound on that wait.
 HANDOUT = _PROCS + r"""
+import json, re
+INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
+                         r'lua[0-9.]*|tclsh[0-9.]*|wish[0-9.]*|php[0-9.]*|R|Rscript|gdb|expect|tmux.*|screen|script)')
 quiet, bound = float(sys.argv[1]), float(sys.argv[2])
 seen, since, end = None, time.monotonic(), time.monotonic() + bound
 while True:
@@ -95,11 +96,15 @@ print(json.dumps([ident for ident, _, name in now.values() if not INTERPRETER.fu
 """
 HANDOUT_BOUND_S = 15.0
 
-# At verify, as root. argv: the hand-out's identities (JSON), the token its report line starts with.
-# Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops growing),
-# then killed.
+# At verify, as root. argv: the hand-out's identities (encode_keep), the token its report line starts
+# with. Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops
+# growing), then killed. No json here (its import of re is a third of the seal's cost): the report is
+# `token stopped left display kept-names-hex,...`.
 SEAL = _PROCS + r"""
-keep, token = {tuple(x) for x in json.loads(sys.argv[1])}, sys.argv[2]
+def ident(field):
+    pid, start, name, crc = field.split('/')
+    return (int(pid), int(start), bytes.fromhex(name).decode('utf-8', 'replace'), crc)
+keep, token = {ident(f) for f in sys.argv[1].split(',') if f}, sys.argv[2]
 def scan():
     targets, kept = {}, []
     for pid, (ident, state, name) in procs().items():
@@ -110,10 +115,10 @@ def scan():
     return targets, kept
 deadline = time.monotonic() + 10
 frozen = set()
-while True:
-    targets, kept = scan()
-    running = [p for p, s in targets.items() if s not in 'Tt']
-    frozen.update(targets)
+left, kept = scan()
+while left:
+    running = [p for p, s in left.items() if s not in 'Tt']
+    frozen.update(left)
     if not running or time.monotonic() > deadline:
         break
     for p in running:
@@ -121,14 +126,16 @@ while True:
             os.kill(p, signal.SIGSTOP)
         except OSError:
             pass
+    left, kept = scan()
 for p in frozen:
     try:
         os.kill(p, signal.SIGKILL)
     except OSError:
         pass
-# Until two scans 20 ms apart find none: what a kept app spawns as its child dies goes too.
-quiet = 0
+# Until two scans 10 ms apart find none: what a kept app spawns as its child dies goes too.
+quiet = 0 if frozen else 2
 while quiet < 2 and time.monotonic() < deadline:
+    time.sleep(0.01)
     left, kept = scan()
     quiet = 0 if left else quiet + 1
     for p in left:
@@ -136,9 +143,8 @@ while quiet < 2 and time.monotonic() < deadline:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-    time.sleep(0.02)
-print(token, json.dumps({'stopped': len(frozen), 'left': len(left), 'kept': sorted(set(kept)),
-                         'display': os.path.exists('/tmp/.X11-unix/X0')}), flush=True)
+print(token, len(frozen), len(left), int(os.path.exists('/tmp/.X11-unix/X0')),
+      ','.join(sorted({k.encode().hex() for k in kept})), flush=True)
 sys.exit(3 if left else 0)
 """
 
@@ -159,32 +165,39 @@ class Seal:
 SEAL_FAILED = 97  # the exec's status when the seal failed: nothing of the reward ran
 
 
+def encode_keep(keep: frozenset[Identity]) -> str:
+    """The hand-out's identities as SEAL reads them from its argv."""
+    return ",".join(f"{pid}/{start}/{name.encode().hex()}/{crc}" for pid, start, name, crc in sorted(keep))
+
+
 def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
     """The seal's report (the line SEAL printed after `token`) and the run without it. InfraError
     when the seal failed (masked, never scored): it left processes alive, or could not run. A
     report the reward's own output pushed out of the kept tail only costs its figures."""
     text = res.output
     at = text.find(token + " ")
-    doc = None
+    fields: list[str] | None = None
     if at >= 0:
         end = text.find("\n", at)
         end = len(text) if end < 0 else end
-        try:
-            doc = json.loads(text[at + len(token) + 1:end])
-        except ValueError:
-            doc = None
+        fields = text[at + len(token) + 1:end].split(" ")
         text = text[:at] + text[end + 1:]
-    if isinstance(doc, dict) and doc.get("left"):
-        raise InfraError(f"{doc['left']} of the policy's processes outlived the kill before the reward")
-    if not isinstance(doc, dict) and res.exit_code == SEAL_FAILED:
+    try:
+        stopped, left, display = (int(x) for x in fields[:3]) if fields else (-1, 0, 0)
+        kept = tuple(bytes.fromhex(h).decode("utf-8", "replace") for h in (fields[3].split(",") if fields and
+                                                                             len(fields) > 3 and fields[3] else []))
+    except ValueError:
+        fields, stopped, left, display, kept = None, -1, 0, 0, ()
+    if left:
+        raise InfraError(f"{left} of the policy's processes outlived the kill before the reward")
+    if fields is None and res.exit_code == SEAL_FAILED:
         raise InfraError(f"stopping the policy's processes before the reward failed: {res.output.strip()[-300:]}")
-    doc = doc if isinstance(doc, dict) else {}
-    sealed = Seal(int(doc.get("stopped", -1)), tuple(doc.get("kept") or ()), bool(doc.get("display")))
+    sealed = Seal(stopped, kept, bool(display))
     return sealed, ExecResult(res.exit_code, text, res.timed_out, res.duration_s, res.truncated, res.oom_kills,
                               res.pids_limit_hits)
 
 
-Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's hash
+Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's length:crc32
 
 
 def handed_out(box: Container, quiet_s: float = 0.0) -> frozenset[Identity]:
@@ -265,7 +278,7 @@ def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout:
     """Seal the computer (every non-root process not in `keep` stopped) and run reward.py (placed) as
     the verifier through the runner, in one exec; the runner's output is the result."""
     token = "__shinken_seal_" + secrets.token_hex(8)
-    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, json.dumps(sorted(keep)), token, *VERIFY_AS)
+    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, encode_keep(keep), token, *VERIFY_AS)
     argv = ["python3", "-I", "-B", f"{guest.REWARD_DIR}/{RUNNER}", f"{guest.REWARD_DIR}/{REWARD}"]
     res = box.exec(argv, timeout=timeout, user="root", env=env, workdir=HOME, kill_user_on_failure=True,
                    prefix=prefix, replace_env=True)
