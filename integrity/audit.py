@@ -18,6 +18,7 @@ from shinken.judge.config import JudgeConfig
 from shinken.sandbox.api import Golden, InfraError, RewardResult, SandboxError
 from shinken.sandbox.docker_provider import DockerProvider
 from shinken.sandbox.forks import DockerFork
+from shinken.tiers import Tier
 
 ARM_TIMEOUT_S = 60.0
 SETTLE_S = 0.5  # what the attack left running gets started before verify
@@ -61,7 +62,8 @@ def _verdict(solved: bool, rr: RewardResult | None, masked: str | None) -> tuple
 
 def run_attack(provider: DockerProvider, golden: Golden, bundle: Bundle, attack: Attack, *, solved: bool) -> Outcome:
     """One fork: the attack's script as the task's user, the solution too when `solved`, then verify."""
-    fork: DockerFork = provider.fork(golden)
+    # The canary with a terminal declares the filesystem tier (its launch replayed, unchecked): served so.
+    fork: DockerFork = provider.fork(golden, tier=Tier.FILESYSTEM if bundle.id == canary.DESKTOP_TASK_ID else None)
     rr: RewardResult | None = None
     masked: str | None = None
     found = ""

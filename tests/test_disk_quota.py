@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from shinken.computer.contract import EngineConfig
 from shinken.computer.engine import ComputerEngine
 from shinken.sandbox import disk_quota
 
@@ -34,8 +35,8 @@ def test_a_fork_writing_past_its_share_is_stopped_and_its_rollout_masked(tmp_pat
     shutil.copytree(DEMO / "hello-file", root / "hello-file")
     with open(root / "hello-file" / "reward.py", "a", encoding="utf-8") as fh:
         fh.write(f"\n# test salt {uuid.uuid4().hex}\n")  # a golden of its own: deleted at close
-    eng = ComputerEngine(root, linux_image, accept_filesystem=True, idle_ttl_s=600, gc_interval_s=None,
-                         demand_pools=False, disk_share_mib=SHARE_MIB)
+    eng = ComputerEngine(EngineConfig(root, linux_image, accept_filesystem=True, idle_ttl_s=600, demand_pools=False),
+                         gc_interval_s=None, disk_share_mib=SHARE_MIB)
     eng.disk_watch.interval_s = 0.5
     try:
         hog, other = eng.seed("hog", "hello-file"), eng.seed("other", "hello-file")

@@ -63,22 +63,19 @@ def test_an_unknown_attack_is_one_line_exit_2(shinken_cli, linux_image) -> None:
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-LIVE_REWARD = """import json, subprocess, time
+LIVE_REWARD = """import subprocess, time
 title = subprocess.run(["xdotool", "search", "--name", "^Shinken$"], capture_output=True, text=True)
 print("window found" if title.returncode == 0 else f"no window: {title.stderr}")
 import gi
 gi.require_version("Atspi", "2.0")
 from gi.repository import Atspi
-for _ in range(40):  # a loaded machine answers the registry's name queries late
-    desktop = Atspi.get_desktop(0)
-    apps = [desktop.get_child_at_index(i).get_name() for i in range(desktop.get_child_count())]
-    if "zenity" in apps:
-        break
-    time.sleep(0.5)
-print("a11y apps:", apps)
+desktop = Atspi.get_desktop(0)  # the registry answers the verifier: it lists the apps
+apps = desktop.get_child_count()
+names = [desktop.get_child_at_index(i).get_name() for i in range(apps)]
+print("a11y apps:", apps, "names:", names)
 left = subprocess.run(["pgrep", "-u", "user", "-f", "policy-sleeper"], capture_output=True, text=True).stdout.split()
 print("policy processes left:", len(left))
-ok = title.returncode == 0 and "zenity" in apps and not left
+ok = title.returncode == 0 and apps >= 1 and not left
 print(f"REWARD: {1.0 if ok else 0.0}")
 """
 
@@ -101,15 +98,20 @@ def test_the_policy_stops_before_verify_and_the_task_app_stays_readable(linux_im
         with p.fork(golden) as fork:
             assert {name for _, _, name, _ in fork.kept} >= {"Xvfb", "zenity"}
             assert not {name for _, _, name, _ in fork.kept} & {"bash", "sh"}  # the policy's to drive
-            deadline = time.monotonic() + 30
-            while not fork.exec("xdotool search --name '^Shinken$'").ok and time.monotonic() < deadline:
-                time.sleep(0.3)
+            deadline = time.monotonic() + 60  # the dialog up and on the accessibility bus (slow at load)
+            while time.monotonic() < deadline and not (
+                    fork.exec("xdotool search --name '^Shinken$'").ok
+                    and '"zenity"' in fork.exec("shinken-a11y-dump --app zenity --max-depth 1", timeout=40).output):
+                time.sleep(0.5)
             armed = fork.exec("nohup setsid bash -c 'exec -a policy-sleeper sleep 600' >/dev/null 2>&1 & "
                               "sleep 0.3; pgrep -f policy-sleeper")
             assert armed.ok, armed.output
             res = fork.run_reward(bundle)
             assert res.reward == 1.0, res.output_tail
             assert "window found" in res.output_tail and "policy processes left: 0" in res.output_tail
+            # The apps' own AT-SPI bridge answers only its uid and root: their names read empty to the
+            # verifier (docs/integrity.md says so; a reward reads what the app saved, or X).
+            assert "a11y apps: 1 names: ['']" in res.output_tail or "names: ['zenity']" in res.output_tail
             zenity = fork.exec(["pgrep", "-x", "zenity"], user="root")
             assert zenity.ok, "the task's app was stopped"
             who = fork.exec(["ps", "-o", "user=", "-C", "zenity"], user="root").output.split()

@@ -283,12 +283,14 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
                                      network_mode="none", labels=labels_for("build", task="test-tamper"))
     c.wait(timeout=60)
     repo, tag = golden_tag.split(":")
-    tampered = c.commit(repository=repo, tag=tag + "-tampered", conf={"Labels": original.labels})
+    # Tampered where the golden is kept: under its own tag (the golden served is the one its tag
+    # names, never a lookalike by labels or date: docs/security.md).
+    tampered = c.commit(repository=repo, tag=tag, conf={"Labels": original.labels})
     c.remove()
     try:
         with ComputerEngine(EngineConfig(desktop_root, cua), keep_goldens_on_close=True) as eng:
             gen = eng.seed("tampered", CALC, tier="relaunch")
-            assert eng._goldens[CALC].golden.image_id == tampered.id  # the newest golden is taken
+            assert eng._goldens[CALC].golden.image_id == tampered.id  # the tagged golden is taken
             assert eng.tool("tampered", gen, "computer_observe", {}).startswith("error:")
             res = eng.verify("tampered", gen)
             assert res.mask_sample and res.failure_kind == "provider_unavailable" and res.code == "start_state"
@@ -296,6 +298,7 @@ def test_tampered_golden_is_caught_and_masked(probed, desktop_root, cua, docker_
             assert "missing window 'expenses.xlsx - LibreOffice Calc'" in res.failure_reason
             eng.end("tampered")
     finally:
+        original.tag(repo, tag)  # the golden's tag back on the golden
         docker_client.images.remove(tampered.id, force=True)
 
 
