@@ -598,7 +598,7 @@ def _hub_dockerfile(apps: list[MockApp], builds: list[AppBuild]) -> bytes:
     for a in apps:
         d = f"{APPS_ROOT}/{a.name}"
         lines.append(f"COPY --from={by_name[a.name].tag} --chown={HUB_UID}:{HUB_UID} {d} {d}")
-    lines += ["COPY hub.json supervisor.mjs /hub/", "USER hub", "WORKDIR /hub", "EXPOSE 80",
+    lines += ["COPY hub.json supervisor.mjs loopback_only.cjs /hub/", "USER hub", "WORKDIR /hub", "EXPOSE 80",
               'CMD ["node", "/hub/supervisor.mjs"]']
     return ("\n".join(lines) + "\n").encode()
 
@@ -641,9 +641,11 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
     apps = [a for a in chosen if a.name in built]
     manifest = hub_manifest(apps, builds, node_id, failed)
     supervisor = (HUB_IMAGE_DIR / "supervisor.mjs").read_bytes()
+    loopback_only = (HUB_IMAGE_DIR / "loopback_only.cjs").read_bytes()
     manifest_bytes = json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode()
     dockerfile = _hub_dockerfile(apps, builds)
-    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\n" + dockerfile + manifest_bytes + supervisor).hexdigest()[:12]
+    h = hashlib.sha256(b"recipe=" + RECIPE_VERSION.encode() + b"\n" + dockerfile + manifest_bytes + supervisor
+                       + loopback_only).hexdigest()[:12]
     tag = f"{HUB_REPO}:{h}"
     with _build_lock("hub"):
         found = _image_id(client, tag)
@@ -653,7 +655,7 @@ def build_hub(source: Path, app_names: list[str] | None = None, *, client: Any =
             return HubBuild(tag, found, h, True, time.monotonic() - t0, manifest, builds, node_seconds, failed, reg)
         _say(progress, f"building {tag} ({len(apps)} app(s): {', '.join(a.name for a in apps)})")
         context = _tar({"Dockerfile": dockerfile, "hub.json": json.dumps(manifest, indent=1).encode(),
-                        "supervisor.mjs": supervisor})
+                        "supervisor.mjs": supervisor, "loopback_only.cjs": loopback_only})
         image_id = run_build(client, context, tag, f"hub-{h}", buildargs={"BASE_IMAGE": node_tag},
                              labels={LABEL_HASH: h, LABEL_IMAGE: "hub", LABEL_PARENT: node_id,
                                      LABEL_HUB_MANIFEST: manifest_bytes.decode()},

@@ -272,6 +272,25 @@ tries = {
     # the attacker's own sid, solved, then named in the file the reward reads
     'own-sid': post('/post?sid=attacker1', {'action': 'set', 'state': st}),
 }
+# past the front door: the apps' own servers (vite preview on 20000 + the app's index) answer a
+# whole-state write without any key; every internal port answers the fork nothing
+import socket
+opened = []
+for port in range(20000, 20016):
+    try:
+        with socket.create_connection(('cua-gym-mailbox', port), timeout=3) as s:
+            s.sendall(('GET /go?sid=%s HTTP/1.0' % sid).encode() + bytes([13, 10, 13, 10]))
+            if s.recv(64):
+                opened.append(port)
+    except OSError:
+        pass
+    base = 'http://cua-gym-mailbox:%d' % port
+    try:
+        code = post('/post?sid=' + sid, {'action': 'set', 'state': st})
+    except OSError:
+        continue
+    tries['internal-%d' % port] = code
+tries['internal-answered'] = opened
 open('/tmp/task_web_sid', 'w').write('attacker1')
 print(json.dumps(tries))
 """
@@ -282,6 +301,7 @@ def test_a_policy_cannot_write_its_rollouts_hub_state_past_the_app(web_run) -> N
     with p.fork(g) as f:
         before = _go(f)
         tries = json.loads(_py(f, FORGE).splitlines()[-1])
+        assert tries.pop("internal-answered") == [], tries  # no app's own port answers the fork
         assert {k: v for k, v in tries.items() if k != "own-sid"} == {k: 403 for k in tries if k != "own-sid"}, tries
         assert tries["own-sid"] == 200  # a sid of its own is the policy's to play with; the reward never reads it
         _py(f, f"open('/tmp/task_web_sid', 'w').write({f.web_sid!r})")

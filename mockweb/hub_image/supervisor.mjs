@@ -24,6 +24,8 @@ const INTERNAL_BASE = 20000;
 const HUB_KEY = process.env.SHINKEN_HUB_KEY || '';
 const SEALED_DIR = '/hub/.shinken-sealed';
 const MAX_STATE_BODY = 256 * 1024 * 1024;
+const LOOPBACK_ONLY = process.env.SHINKEN_HUB_LOOPBACK_ONLY || '/hub/loopback_only.cjs';
+if (!fs.existsSync(LOOPBACK_ONLY)) throw new Error(`${LOOPBACK_ONLY} is missing: the apps' ports would answer the hub's networks`);
 const manifest = JSON.parse(fs.readFileSync(MANIFEST, 'utf8'));
 
 const apps = manifest.apps.map((a, i) => ({
@@ -77,11 +79,14 @@ function directScript(dir, name) {
 function start(app) {
   if (app.ready) return app.ready;
   app.starts += 1;
-  // The app's own preview script, as deploy-all.sh runs it, on both address families (its
-  // port is reachable from the hub's networks then, like every app is through port 80).
+  // The app's own preview script, as deploy-all.sh runs it, on both address families. Its port
+  // answers only the hub's own loopback (LOOPBACK_ONLY, preloaded into every node process the app
+  // starts): from a fork, the State API is reached only through the front door, which asks a
+  // rollout's key for whole-state writes.
   const args = ['--host', APP_HOST, '--port', String(app.internal), '--strictPort'];
   const script = directScript(app.dir, 'preview');
-  const env = { ...process.env, BROWSER: 'none' };
+  const nodeOptions = `${process.env.NODE_OPTIONS || ''} --require ${LOOPBACK_ONLY}`.trim();
+  const env = { ...process.env, BROWSER: 'none', NODE_OPTIONS: nodeOptions };
   // What `npm run preview -- ARGS` runs, without starting npm (seconds under load) when npm
   // would only run the script: sh -c with node_modules/.bin on PATH and the arguments appended.
   const proc = script
