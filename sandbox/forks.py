@@ -98,9 +98,12 @@ class DockerFork(Container):
                 files = judge_placement.guest_files(relay.config, token)
                 extra[judge_placement.MODULE_NAME] = files[judge_placement.MODULE_NAME]
                 tmp.update(files)
-            verifier.place(self, rp.read_bytes(), extra, tmp)
+            reward_src = rp.read_bytes()
+            places = verifier.placements(reward_src, extra, tmp)
+            if places is None:  # too large for the seal's arguments: the engine's upload
+                verifier.place(self, reward_src, extra, tmp)
             t1 = time.monotonic()
-            self.seal, res = verifier.run(self, self.kept, verifier.environment(self), timeout)
+            self.seal, res = verifier.run(self, self.kept, verifier.environment(self), timeout, places)
         finally:
             if relay is not None and token is not None:
                 relay.revoke(token)
@@ -123,7 +126,8 @@ class DockerFork(Container):
             why = web.lost()
             if why:
                 raise HubLost(f"the mock web hub holding this rollout's state {why}")
-        free = self.free_kib()
+        # The seal measured it just before the reward ran (one exec fewer); else ask now.
+        free = self.seal.free_kib if self.seal is not None and self.seal.free_kib is not None else self.free_kib()
         if free is not None and free < DISK_FULL_KIB:
             raise DiskFull(f"the computer's disk is full ({free} KiB free for the user's writes): "
                            "free space on the Docker engine's data root")

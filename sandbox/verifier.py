@@ -1,22 +1,26 @@
 """The verifier: how a fork's reward.py is run so that nothing the policy wrote or left running
 can forge its result (docs/integrity.md).
 
-1. `place`: reward.py, the runner and the verifier's own empty home go in a root-owned folder;
-   the judge's files and the rollout's web sid go in /tmp as root-owned files, replacing whatever
-   the policy left at those paths (none of them can the task's user change or remove).
-2. `run`, one exec that starts as root and first seals the computer (SEAL): every process of a
-   non-root uid but those shinken started before handing the computer out (the desktop, the
-   task's apps as the setup or the relaunch left them, recorded by `handed_out`; never a shell or
-   another interpreter) is frozen (SIGSTOP, until none of them runs), then killed; the kept ones
-   run on, so a reward may still read a live app. Then the same exec drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may
-   read every file, as root can, and nothing else of root's) and runs reward.py under `python3 -I`
-   (no user site, no PYTHON* variables, no working folder on sys.path), a fixed PATH and
-   environment, from that folder, through sandbox/reward_runner.py, whose output is the one
-   channel shinken reads.
+1. One exec that starts as root and first seals the computer (SEAL): every process of a non-root
+   uid but those shinken started before handing the computer out (the desktop, the task's apps as
+   the setup or the relaunch left them, recorded by `handed_out`; never a shell or another
+   interpreter) is frozen (SIGSTOP, until none of them runs), then killed; the kept ones run on,
+   so a reward may still read a live app.
+2. The same exec, still root, places the reward's files (`placements`, its arguments): reward.py,
+   the runner and the verifier's own empty home in a root-owned folder; the judge's files and the
+   rollout's web sid in /tmp as root-owned files, whatever the policy left at those paths removed
+   first (nothing of the policy runs by then). Files too large for an argument are uploaded
+   before the exec instead (`place`).
+3. Then it drops to the verifier (guest.VERIFIER_UID, never the policy's uid; it may read every
+   file, as root can, and nothing else of root's) and runs reward.py under `python3 -I` (no user
+   site, no PYTHON* variables, no working folder on sys.path), a fixed PATH and environment, from
+   that folder, through sandbox/reward_runner.py, whose output is the one channel shinken reads.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import io
 import json
 import secrets
@@ -30,7 +34,7 @@ import docker.errors
 
 from shinken.needs.reward import MARKER_PATTERN, NUMBER
 from shinken.sandbox import guest, reward_runner
-from shinken.sandbox.api import ExecResult, InfraError
+from shinken.sandbox.api import DiskFull, ExecResult, InfraError
 from shinken.sandbox.container import infra
 
 if TYPE_CHECKING:
@@ -99,12 +103,15 @@ HANDOUT_BOUND_S = 15.0
 # At verify, as root. argv: the hand-out's identities (encode_keep), the token its report line starts
 # with. Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops
 # growing), then killed. No json here (its import of re is a third of the seal's cost): the report is
-# `token stopped left display kept-names-hex,...`.
-SEAL = _PROCS + r"""
+# `token stopped left display free-KiB kept-names-hex,...`. The free room (what an unprivileged
+# writer may still use on /, /tmp and the user's home, as `df` says it) rides along so that an
+# unsolved reward's check of the machine (DockerFork.check_machine) costs no exec of its own.
+FREE_PATHS = ("/", "/tmp", guest.HOME)
+SEAL = _PROCS + f"FREE_PATHS = {FREE_PATHS!r}\n" + r"""
 def ident(field):
     pid, start, name, crc = field.split('/')
     return (int(pid), int(start), bytes.fromhex(name).decode('utf-8', 'replace'), crc)
-keep, token = {ident(f) for f in sys.argv[1].split(',') if f}, sys.argv[2]
+keep, token, places = {ident(f) for f in sys.argv[1].split(',') if f}, sys.argv[2], sys.argv[3:]
 def scan():
     targets, kept = {}, []
     for pid, (ident, state, name) in procs().items():
@@ -143,7 +150,54 @@ while quiet < 2 and time.monotonic() < deadline:
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
-print(token, len(frozen), len(left), int(os.path.exists('/tmp/.X11-unix/X0')),
+# Place the reward's files (PLACE): nothing of the policy runs now, so whatever it left at these
+# paths (a file, a link, a folder) is removed and the file made anew, owned by root.
+def clear(path):
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if st.st_mode & 0o170000 != 0o040000:
+        os.unlink(path)
+        return
+    for top, dirs, files in os.walk(path, topdown=False):
+        for f in files:
+            os.unlink(os.path.join(top, f))
+        for d in dirs:
+            q = os.path.join(top, d)
+            (os.unlink if os.path.islink(q) else os.rmdir)(q)
+    os.rmdir(path)
+if not left and places:
+    import binascii
+    try:
+        for spec in places:
+            path, mode, uid, data = spec.split('|', 3)
+            path, mode, uid = bytes.fromhex(path).decode(), int(mode, 8), int(uid)
+            if path.endswith('/'):
+                path = path.rstrip('/')
+                clear(path)
+                os.mkdir(path, 0o700)
+                os.chown(path, uid, uid)
+                os.chmod(path, mode)
+                continue
+            clear(path)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            try:
+                view = memoryview(binascii.a2b_base64(data))
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchown(fd, uid, uid)
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+    except OSError as exc:
+        print(f'{token}-place placing {path} failed: {exc.strerror}', flush=True)
+        sys.exit(4)
+try:
+    free = min(v.f_bavail * v.f_frsize // 1024 for v in map(os.statvfs, FREE_PATHS))
+except OSError:
+    free = -1
+print(token, len(frozen), len(left), int(os.path.exists('/tmp/.X11-unix/X0')), free,
       ','.join(sorted({k.encode().hex() for k in kept})), flush=True)
 sys.exit(3 if left else 0)
 """
@@ -157,6 +211,7 @@ class Seal:
     stopped: int  # -1: not known (the reward's output pushed the report out of the kept tail)
     kept: tuple[str, ...]
     display: bool
+    free_kib: int | None = None  # the least free room on FREE_PATHS at the seal; None: not known
 
     def describe(self) -> str:
         return f"stopped {self.stopped} process(es); kept {', '.join(self.kept) or 'none'}"
@@ -183,16 +238,19 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
         fields = text[at + len(token) + 1:end].split(" ")
         text = text[:at] + text[end + 1:]
     try:
-        stopped, left, display = (int(x) for x in fields[:3]) if fields else (-1, 0, 0)
-        kept = tuple(bytes.fromhex(h).decode("utf-8", "replace") for h in (fields[3].split(",") if fields and
-                                                                             len(fields) > 3 and fields[3] else []))
+        stopped, left, display, free = (int(x) for x in fields[:4]) if fields else (-1, 0, 0, -1)
+        kept = tuple(bytes.fromhex(h).decode("utf-8", "replace") for h in (fields[4].split(",") if fields and
+                                                                             len(fields) > 4 and fields[4] else []))
     except ValueError:
-        fields, stopped, left, display, kept = None, -1, 0, 0, ()
+        fields, stopped, left, display, free, kept = None, -1, 0, 0, -1, ()
     if left:
         raise InfraError(f"{left} of the policy's processes outlived the kill before the reward")
     if fields is None and res.exit_code == SEAL_FAILED:
-        raise InfraError(f"stopping the policy's processes before the reward failed: {res.output.strip()[-300:]}")
-    sealed = Seal(stopped, kept, bool(display))
+        why = res.output.strip()[-300:]
+        if "no space left on device" in why.lower():  # placing the reward's files on a full disk
+            raise DiskFull(f"placing the reward's files failed: {why}")
+        raise InfraError(f"stopping the policy's processes before the reward failed: {why}")
+    sealed = Seal(stopped, kept, bool(display), free if free >= 0 else None)
     return sealed, ExecResult(res.exit_code, text, res.timed_out, res.duration_s, res.truncated, res.oom_kills,
                               res.pids_limit_hits)
 
@@ -213,6 +271,7 @@ def handed_out(box: Container, quiet_s: float = 0.0) -> frozenset[Identity]:
         raise InfraError(f"recording the computer's processes at hand-out failed: {res.output.strip()[-200:]}") from None
 
 
+@functools.cache
 def runner_source() -> bytes:
     """sandbox/reward_runner.py with the score grammar's patterns of needs/reward.py."""
     body = Path(reward_runner.__file__).read_text(encoding="utf-8")  # imported: the workspace wheel carries it
@@ -238,20 +297,50 @@ def _tar(entries: list[tuple[str, bytes | None, int, int]]) -> bytes:
     return buf.getvalue()
 
 
-def place(box: Container, reward: bytes, extra: dict[str, bytes] | None = None,
-          tmp_files: dict[str, bytes] | None = None) -> None:
-    """The reward folder (root-owned: reward.py, the runner, `extra` beside them; the verifier's
-    home) and `tmp_files` in /tmp, root-owned and world-readable."""
+def _entries(reward: bytes, extra: dict[str, bytes] | None) -> list[tuple[str, bytes | None, int, int]]:
+    """The reward folder's entries (name under the folder's parent, content or None, mode, uid)."""
     top = guest.REWARD_DIR.rsplit("/", 1)[1]
-    entries: list[tuple[str, bytes | None, int, int]] = [
+    return [
         (top, None, 0o755, 0), (f"{top}/{REWARD}", reward, 0o644, 0), (f"{top}/{RUNNER}", runner_source(), 0o644, 0),
         (f"{top}/home", None, 0o700, guest.VERIFIER_UID),
         *((f"{top}/{name}", data, 0o644, 0) for name, data in (extra or {}).items()),
     ]
-    _put(box, guest.REWARD_DIR.rsplit("/", 1)[0] or "/", _tar(entries), "placing reward.py")
+
+
+def place(box: Container, reward: bytes, extra: dict[str, bytes] | None = None,
+          tmp_files: dict[str, bytes] | None = None) -> None:
+    """The reward folder (root-owned: reward.py, the runner, `extra` beside them; the verifier's
+    home) and `tmp_files` in /tmp, root-owned and world-readable, through the engine's archive
+    upload (files too large for `placements`)."""
+    _put(box, guest.REWARD_DIR.rsplit("/", 1)[0] or "/", _tar(_entries(reward, extra)), "placing reward.py")
     if tmp_files:
         _put(box, "/tmp", _tar([(n, d, 0o644, 0) for n, d in tmp_files.items()]),
              f"placing {', '.join(tmp_files)} in /tmp")
+
+
+# One argument of an exec may hold 128 KiB (the kernel's MAX_ARG_STRLEN); all of them together stay
+# well under ARG_MAX. Larger files go through `place`.
+PLACE_ARG_MAX = 120_000
+PLACE_TOTAL_MAX = 1_000_000
+
+
+def placements(reward: bytes, extra: dict[str, bytes] | None = None,
+               tmp_files: dict[str, bytes] | None = None) -> list[str] | None:
+    """What `place` puts, as the seal's arguments (`hex(path)|mode|uid|base64`, a folder's path
+    ending in /): the seal writes them after the policy's processes are gone, in the reward's own exec, so
+    verify makes no upload of its own. None when a file is too large for an argument."""
+    parent = guest.REWARD_DIR.rsplit("/", 1)[0]
+    files = [(f"{parent}/{name}", data, mode, uid) for name, data, mode, uid in _entries(reward, extra)]
+    files += [(f"/tmp/{name}", data, 0o644, 0) for name, data in (tmp_files or {}).items()]
+    out = []
+    for path, data, mode, uid in files:
+        body = "" if data is None else base64.b64encode(data).decode()
+        # the path in hex: the seal's command line names no file (a process of the policy that
+        # waits for `reward.py` to show up in a command line must not take the seal for the reward)
+        out.append(f"{(path + ('/' if data is None else '')).encode().hex()}|{mode:o}|{uid}|{body}")
+        if len(out[-1]) > PLACE_ARG_MAX:
+            return None
+    return out if sum(map(len, out)) <= PLACE_TOTAL_MAX else None
 
 
 def _put(box: Container, folder: str, data: bytes, what: str) -> None:
@@ -271,15 +360,24 @@ def environment(box: Container, extra: dict[str, str] | None = None) -> dict[str
 
 # The exec's first part, as root: SEAL (its report on stderr after a token), then the drop to the
 # verifier. A seal that fails ends the exec (97) before anything of the reward runs.
-_SEAL_THEN = f'python3 -I -S -c "$1" "$2" "$3" >&2 || exit {SEAL_FAILED}; shift 3; exec "$@"'
+def _seal_then(n: int) -> str:
+    """The exec's shell: $1 is SEAL's code, the next `n` arguments SEAL's own (named one by one, so
+    the seal's command line holds nothing of the reward's command, which follows them). The exec
+    starts in / (the seal makes the verifier's home) and moves there for the reward."""
+    mine = " ".join(f'"${{{i}}}"' for i in range(2, 2 + n))
+    return (f'python3 -I -S -c "$1" {mine} >&2 || exit {SEAL_FAILED}; shift {1 + n}; '
+            f'cd {HOME} || exit {SEAL_FAILED}; exec "$@"')
 
 
-def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout: float) -> tuple[Seal, ExecResult]:
-    """Seal the computer (every non-root process not in `keep` stopped) and run reward.py (placed) as
-    the verifier through the runner, in one exec; the runner's output is the result."""
+def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout: float,
+        places: list[str] | None = None) -> tuple[Seal, ExecResult]:
+    """Seal the computer (every non-root process not in `keep` stopped), write `places`
+    (`placements`: the reward's files, when `place` did not put them) and run reward.py as the
+    verifier through the runner, in one exec; the runner's output is the result."""
     token = "__shinken_seal_" + secrets.token_hex(8)
-    prefix = ("/bin/sh", "-c", _SEAL_THEN, "shinken-seal", SEAL, encode_keep(keep), token, *VERIFY_AS)
+    mine = (encode_keep(keep), token, *(places or ()))
+    prefix = ("/bin/sh", "-c", _seal_then(len(mine)), "shinken-seal", SEAL, *mine, *VERIFY_AS)
     argv = ["python3", "-I", "-B", f"{guest.REWARD_DIR}/{RUNNER}", f"{guest.REWARD_DIR}/{REWARD}"]
-    res = box.exec(argv, timeout=timeout, user="root", env=env, workdir=HOME, kill_user_on_failure=True,
+    res = box.exec(argv, timeout=timeout, user="root", env=env, workdir="/", kill_user_on_failure=True,
                    prefix=prefix, replace_env=True)
     return _seal_from(res, token)

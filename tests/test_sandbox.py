@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shinken.bundles.loader import load_bundle
-from shinken.sandbox import guest
+from shinken.sandbox import guest, verifier
 from shinken.sandbox.api import InfraError, SetupError
 from shinken.sandbox.container import EXEC_GRACE_S
 from shinken.sandbox.docker_provider import DockerProvider
@@ -294,11 +294,28 @@ def test_reward_runs_as_the_verifier_from_a_root_owned_dir(provider, image, tmp_
         assert mine.ok and "ok" in mine.output, mine
         res = fork.run_reward(bundle)
         owner = fork.exec(["stat", "-c", "%u %a", f"{guest.REWARD_DIR}/reward.py"], user="root").output.split()
+        # the seal's report carries the free room an unsolved reward's machine check reads (as df says it)
+        seal_free, df_free = fork.seal.free_kib if fork.seal else None, fork.free_kib()
+    assert seal_free is not None and df_free is not None and abs(seal_free - df_free) < 256 * 1024, (seal_free, df_free)
     assert res.reward == 1.0 and res.error is None, res
     assert f"uid {guest.VERIFIER_UID} path {guest.REWARD_DIR}/reward.py cwd {guest.REWARD_DIR}/home" in res.output_tail
     assert "isolated 1 usersite 1" in res.output_tail and f"PATH {guest.PATH}" in res.output_tail
     assert "private: s3cret" in res.output_tail
     assert owner == ["0", "644"]
+
+
+def test_a_reward_too_large_for_the_seals_arguments_is_uploaded_and_runs_the_same(provider, image, tmp_path) -> None:
+    # The reward's files normally travel as the seal's exec arguments (one argument holds 128 KiB);
+    # a larger reward.py goes through the engine's upload, with the same owner, mode and verifier.
+    src = ("# " + "x" * 100 + "\n") * 1000 + "import os\nprint('uid', os.getuid(), 'cwd', os.getcwd())\nprint('REWARD: 1.0')\n"
+    assert verifier.placements(src.encode()) is None and verifier.placements(b"print(1)\n") is not None
+    bundle = load_bundle(write_bundle(tmp_path, "big-reward", src))
+    with provider.fork(_golden(provider, bundle, image)) as fork:
+        res = fork.run_reward(bundle)
+        owner = fork.exec(["stat", "-c", "%u %a %s", f"{guest.REWARD_DIR}/reward.py"], user="root").output.split()
+    assert res.reward == 1.0 and res.error is None, res
+    assert f"uid {guest.VERIFIER_UID} cwd {guest.REWARD_DIR}/home" in res.output_tail
+    assert owner == ["0", "644", str(len(src))]
 
 
 def test_reward_infinite_loop_is_killed_at_timeout(provider, image, tmp_path) -> None:
