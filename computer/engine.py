@@ -36,6 +36,7 @@ from shinken.computer.actions import ToolOutput
 from shinken.computer.demand import DemandPolicy, DemandSizer
 from shinken.computer.contract import EngineConfig, EngineStatus, VerifyResult
 from shinken.computer.tools import ToolContext, new_context
+from shinken.periodic import Periodic
 from shinken.sandbox.api import (DiskFull, Fork, ForkLost, ForkPool, Golden, HubLost, ImageMissing, InfraError, Provider,
                                  QuotaExceeded, SessionError, SetupError, StartStateError)
 from shinken.sandbox import connect_secret, disk_quota
@@ -189,7 +190,6 @@ class ComputerEngine:
         self._in_flight = 0
         self._idle = threading.Condition(self._lock)
         self._closed = False
-        self._stop = threading.Event()
         self._last_gc = 0.0
         self.stats = {"reaped": 0, "evicted": 0, "deleted_retries": 0, "gc_reclaimed": 0, "pool_hits": 0,
                       "pool_misses": 0, "goldens_kept": 0}
@@ -197,11 +197,12 @@ class ComputerEngine:
         if interval is None:
             interval = max(1.0, min(30.0, self.idle_ttl_s / 4, self.golden_ttl_s / 4))
         self.maintenance_interval_s = interval
-        self._thread = threading.Thread(target=self._maintain, name="shinken-computer-maintenance", daemon=True)
-        self._thread.start()
-        self._sizer: threading.Thread | None = None
+        self._maintenance = Periodic("shinken-computer-maintenance", interval, self.maintain_once,
+                                     "computer engine maintenance", log)
+        self._maintenance.start()
+        self._sizer: Periodic | None = None
         if self.demand is not None:
-            self._sizer = threading.Thread(target=self._size_loop, name="shinken-demand-pools", daemon=True)
+            self._sizer = Periodic("shinken-demand-pools", 1.0, self._size_pools, "sizing the warm pools", log)
             self._sizer.start()
 
     # ------------------------------------------------------------------ construction
@@ -687,13 +688,6 @@ class ComputerEngine:
 
     # ------------------------------------------------------------------ maintenance
 
-    def _size_loop(self) -> None:
-        while not self._stop.wait(1.0):
-            try:
-                self._size_pools()
-            except Exception:  # noqa: BLE001 - the loop must survive anything, and say so
-                log.exception("sizing the warm pools failed")
-
     def _memory_budget(self, ready: int) -> int:
         """Desktops the machine's available memory still holds (1 GiB kept back), plus those ready now."""
         try:
@@ -738,13 +732,6 @@ class ComputerEngine:
             targets = self.demand.targets({t: p.make_s_max for t, p in pools.items()}, now, budget)
         for t, p in pools.items():
             p.resize(targets.get(t, 0))
-
-    def _maintain(self) -> None:
-        while not self._stop.wait(self.maintenance_interval_s):
-            try:
-                self.maintain_once()
-            except Exception:  # noqa: BLE001 - the loop must survive anything, and say so
-                log.exception("computer engine maintenance failed")
 
     def maintain_once(self) -> None:
         """One maintenance pass: reap idle sessions, expire goldens, retry deletions, gc."""
@@ -808,11 +795,10 @@ class ComputerEngine:
             while self._in_flight:
                 self._idle.wait()
             sessions = list(self._sessions.values())
-        self._stop.set()
-        self.disk_watch.close()
-        self._thread.join(timeout=60)
+        self._maintenance.stop(timeout=60)
         if self._sizer is not None:
-            self._sizer.join(timeout=60)
+            self._sizer.stop(timeout=60)
+        self.disk_watch.close()
         for sess in sessions:
             with sess.lock:
                 self._teardown(sess)

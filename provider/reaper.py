@@ -14,6 +14,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from shinken.periodic import Periodic
+
 log = logging.getLogger("shinken.provider")
 
 
@@ -25,8 +27,7 @@ class Reaper:
         self._remove = remove
         self._expires: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("shinken-provider-reaper", lambda: self.interval_s, self.reap_once, "the sandbox reaper", log)
         self.reaped: deque[str] = deque(maxlen=256)  # the last ids removed, oldest first (tests, logs)
 
     def track(self, sandbox_id: str, expires: float | None) -> None:
@@ -35,9 +36,7 @@ class Reaper:
             return
         with self._lock:
             self._expires[sandbox_id] = expires
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(target=self._run, name="shinken-provider-reaper", daemon=True)
-                self._thread.start()
+        self._loop.start()
 
     def forget(self, sandbox_id: str) -> None:
         with self._lock:
@@ -67,16 +66,5 @@ class Reaper:
             self.reaped.extend(done)
         return done
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.reap_once()
-            except Exception:  # noqa: BLE001 - the thread must outlive anything, and say so
-                log.exception("the sandbox reaper failed")
-
     def stop(self) -> None:
-        self._stop.set()
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=30)
+        self._loop.stop()

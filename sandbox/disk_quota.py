@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import docker.errors
 
 from shinken.errors import ShinkenError
+from shinken.periodic import Periodic
 from shinken.sandbox.api import QuotaExceeded
 from shinken.sandbox.docker_client import create_container
 from shinken.sandbox.ownership import labels_for
@@ -109,8 +110,7 @@ class DiskWatch:
         self.interval_s = interval_s
         self._forks: dict[str, Watched] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic("shinken-disk-watch", lambda: self.interval_s, self.check_once, "the fork disk watchdog", log)
         self.stopped: list[str] = []  # ids of forks it stopped (tests, health)
 
     def watch(self, fork: Watched) -> None:
@@ -118,9 +118,7 @@ class DiskWatch:
             return  # no engine, no share, or the storage driver holds the fork to it
         with self._lock:
             self._forks[fork.id] = fork
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(target=self._run, name="shinken-disk-watch", daemon=True)
-                self._thread.start()
+        self._loop.start()
 
     def forget(self, fork_id: str) -> None:
         with self._lock:
@@ -175,19 +173,8 @@ class DiskWatch:
         except docker.errors.APIError as exc:
             log.warning("fork disk watchdog: %s could be neither paused nor killed (%s)", cid[:12], exc)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.check_once()
-            except Exception:  # noqa: BLE001 - the thread must outlive anything, and say so
-                log.exception("the fork disk watchdog failed")
-
     def close(self) -> None:
-        self._stop.set()
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=30)
+        self._loop.stop()
 
 
 __all__ = ["DEFAULT_SHARE_MIB", "DiskWatch", "POLL_S", "QuotaExceeded", "SHARE_ENV", "enforced", "share_mib",
