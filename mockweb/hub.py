@@ -268,6 +268,23 @@ def health(client: Any, cid: str) -> dict[str, Any]:
     return doc
 
 
+# What a hub's front door must hold of its rollouts' state (its health lists them; docs/integrity.md):
+# whole-state writes need the rollout key, and the apps' own servers answer only the hub's loopback.
+GUARDS = ("rollout_key", "apps_loopback_only")
+
+
+def require_guards(client: Any, cid: str, image: str) -> None:
+    """EnvironmentProblem when the hub's supervisor lacks one of GUARDS (an image built before
+    them): a policy could write its rollout's state past the app, so no run uses it."""
+    have = health(client, cid).get("guards") or []
+    missing = [g for g in GUARDS if g not in have]
+    if missing:
+        raise EnvironmentProblem(
+            f"the hub image {image} was built before shinken guarded its rollouts' state ({', '.join(missing)} "
+            "missing), so a policy could write the state its reward reads: rebuild it with `shinken hub build` "
+            "(the apps come from the build cache)")
+
+
 def start_app(client: Any, cid: str, app: str) -> float:
     """Start one app's vite preview now (instead of on its first request); seconds it took."""
     doc = hub_get(client, cid, f"/__shinken/start?app={app}")

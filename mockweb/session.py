@@ -94,6 +94,7 @@ class WebSession:
                 self.hub = hubs.start_hub(self.client, self.manifest, run_id=self.run_id, owner=self.owner,
                                           network=self.network, labels_extra=self.labels)
                 self.started_hub = True
+            hubs.require_guards(self.client, self.hub.id, self.manifest.image_id)
             hubs.write_owner_lease(self.client, self.hub.id, self.owner, self.run_id)
             self._hub_started = hubs.started_at(self.client, self.hub.id)
         except BaseException:

@@ -316,6 +316,36 @@ def test_a_policy_cannot_write_its_rollouts_hub_state_past_the_app(web_run) -> N
         assert tries["set"] == 403 and tries["reset"] == 403, tries
 
 
+def test_a_hub_image_built_before_the_state_guards_is_refused_for_runs(hub_image: str, docker_client) -> None:
+    # A hub whose supervisor lists no guards (an image of shinken before the rollout keys and the
+    # loopback-only apps) would let a fork write the state its reward reads: a run refuses it.
+    import io
+    import tarfile
+
+    from shinken.errors import EnvironmentProblem
+
+    dockerfile = (f"FROM {hub_image}\nUSER root\n"
+                  "RUN sed -i \"s/guards: \\['rollout_key', 'apps_loopback_only'\\],//\" /hub/supervisor.mjs"
+                  " && ! grep -q apps_loopback_only /hub/supervisor.mjs\nUSER hub\n").encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+    old_tag = f"shinken-test/hub-unguarded:{uuid.uuid4().hex[:8]}"
+    docker_client.images.build(fileobj=io.BytesIO(buf.getvalue()), custom_context=True, tag=old_tag, rm=True)
+    try:
+        manifest = read_manifest(docker_client, old_tag)
+        with pytest.raises(EnvironmentProblem, match="shinken hub build") as info:
+            WebSession(docker_client, hub_url_map(manifest), manifest, run_id=f"test-unguarded-{uuid.uuid4().hex[:6]}",
+                       reuse_hub=False)
+        assert "rollout_key, apps_loopback_only missing" in str(info.value)
+        # nothing of the refused run is left running
+        assert [h for h in hubs.find_hubs(docker_client, manifest.image_id)] == []
+    finally:
+        docker_client.images.remove(old_tag, force=True)
+
+
 class _Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.send_response(200)

@@ -131,6 +131,8 @@ function sendJson(res, status, doc) {
 function health() {
   return {
     ok: true,
+    // What this front door holds of a rollout's state (mockweb/hub.py GUARDS: a hub without them is refused).
+    guards: ['rollout_key', 'apps_loopback_only'],
     app_host: APP_HOST,
     apps: apps.map((a) => ({ name: a.name, alias: a.alias, port: a.port, internal: a.internal, addr: a.addr,
       running: !!a.proc, starts: a.starts, last_error: a.lastError })),
