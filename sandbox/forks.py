@@ -49,8 +49,9 @@ class DockerFork(Container):
         # golden's windows showing to the relaunched apps going idle), or setup_s.
         self.start_timings: dict[str, float] = {}
         # The processes shinken started in it before the hand-out (mark_handed_out), kept through
-        # verify; empty when it started none as a non-root user (every such process is the policy's).
-        self.kept: frozenset[verifier.Identity] = frozenset()
+        # verify (or, its setup scripts, let finish); empty when it started none as a non-root user
+        # (every such process is the policy's).
+        self.handout = verifier.HandOut()
         self.seal: verifier.Seal | None = None  # what the last verify stopped and kept
 
     def _check_open(self) -> None:
@@ -71,7 +72,7 @@ class DockerFork(Container):
         the task's apps): everything else run as another user than root is the policy's, and is
         stopped before the reward (verifier.SEAL). `settle`: first wait until no process came or
         went for a second (apps a replayed step launched, unchecked, may still be starting)."""
-        self.kept = verifier.handed_out(self, SETTLE_QUIET_S if settle else 0.0)
+        self.handout = verifier.handed_out(self, SETTLE_QUIET_S if settle else 0.0)
 
     def run_reward(self, bundle: Bundle, *, timeout: float = 120) -> RewardResult:
         """evaluator.postconfig (as the task's user, the policy's processes still running: the
@@ -103,7 +104,7 @@ class DockerFork(Container):
             if places is None:  # too large for the seal's arguments: the engine's upload
                 verifier.place(self, reward_src, extra, tmp)
             t1 = time.monotonic()
-            self.seal, res = verifier.run(self, self.kept, verifier.environment(self), timeout, places)
+            self.seal, res = verifier.run(self, self.handout, verifier.environment(self), timeout, places)
         finally:
             if relay is not None and token is not None:
                 relay.revoke(token)

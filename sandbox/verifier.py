@@ -1,7 +1,10 @@
 """The verifier: how a fork's reward.py is run so that nothing the policy wrote or left running
 can forge its result (docs/integrity.md).
 
-1. One exec that starts as root and first seals the computer (SEAL): every process of a non-root
+1. One exec that starts as root and first lets the task's own machinery settle (a setup script
+   the task started, never a terminal's shell, finishes what the last action set off, within
+   SETTLE_S; the policy's processes run on meanwhile, as if verify came that much later), then
+   seals the computer (SEAL): every process of a non-root
    uid but those shinken started before handing the computer out (the desktop, the task's apps as
    the setup or the relaunch left them, recorded by `handed_out`; never a shell or another
    interpreter) is frozen (SIGSTOP, until none of them runs), then killed; the kept ones run on,
@@ -56,7 +59,8 @@ VERIFY_AS = ("setpriv", f"--reuid={guest.VERIFIER_UID}", f"--regid={guest.VERIFI
 # root here holds no CAP_SYS_PTRACE, so /proc/PID/exe of the user's processes is closed to it. A
 # process's uids come from /proc/PID/status: one that made itself non-dumpable shows root as the
 # owner of its /proc folder, never in its Uid line. Command interpreters (a terminal's shell,
-# python, ...) are never kept: the policy drives them.
+# python, ...) are never kept: the policy drives them. procs(): pid -> (identity, state, name, parent
+# pid, controlling terminal).
 _PROCS = r"""
 import os, signal, sys, time, zlib
 me = os.getpid()
@@ -75,13 +79,16 @@ def procs():
         if all(u == '0' for u in uids) or rest[0] in (b'Z', b'X'):
             continue
         name = st[st.index(b'(') + 1:st.rindex(b')')].decode('utf-8', 'replace')
-        out[int(d)] = ([int(d), int(rest[19]), name, f'{len(cmd)}:{zlib.crc32(cmd):08x}'], rest[0].decode(), name)
+        out[int(d)] = ([int(d), int(rest[19]), name, f'{len(cmd)}:{zlib.crc32(cmd):08x}'], rest[0].decode(), name,
+                       int(rest[1]), int(rest[4]))
     return out
 """
 
-# At hand-out, as root: the identities of the processes shinken started (the desktop, the task's apps).
-# argv: how long the set of processes must hold still first (0: at once; apps launched by replayed
-# steps may still be starting their children), and the bound on that wait.
+# At hand-out, as root: the identities of the processes shinken started (the desktop, the task's apps:
+# `keep`) and of the interpreters among them that no terminal drives (a task's setup script waiting
+# on the app it started: `scripts`, let finish at verify, never kept). argv: how long the set of
+# processes must hold still first (0: at once; apps launched by replayed steps may still be starting
+# their children), and the bound on that wait.
 HANDOUT = _PROCS + r"""
 import json, re
 INTERPRETER = re.compile(r'((ba|da|z|k|mk|tc|c|fi|a)?sh|busybox|python[0-9.]*|perl[0-9.]*|ruby[0-9.]*|node(js)?|'
@@ -90,31 +97,56 @@ quiet, bound = float(sys.argv[1]), float(sys.argv[2])
 seen, since, end = None, time.monotonic(), time.monotonic() + bound
 while True:
     now = procs()
-    ids = {tuple(i[:2]) for i, _, _ in now.values()}
+    ids = {tuple(p[0][:2]) for p in now.values()}
     if ids != seen:
         seen, since = ids, time.monotonic()
     if time.monotonic() - since >= quiet or time.monotonic() >= end:
         break
     time.sleep(0.1)
-print(json.dumps([ident for ident, _, name in now.values() if not INTERPRETER.fullmatch(name)]))
+print(json.dumps({'keep': [p[0] for p in now.values() if not INTERPRETER.fullmatch(p[2])],
+                  'scripts': [p[0] for p in now.values() if INTERPRETER.fullmatch(p[2]) and p[4] == 0]}))
 """
 HANDOUT_BOUND_S = 15.0
 
-# At verify, as root. argv: the hand-out's identities (encode_keep), the token its report line starts
-# with. Every other process of a non-root uid is frozen (SIGSTOP, until none runs: a fork bomb stops
-# growing), then killed. No json here (its import of re is a third of the seal's cost): the report is
-# `token stopped left display free-KiB kept-names-hex,...`. The free room (what an unprivileged
-# writer may still use on /, /tmp and the user's home, as `df` says it) rides along so that an
-# unsolved reward's check of the machine (DockerFork.check_machine) costs no exec of its own.
+# At verify, as root. argv: the hand-out's identities to keep and its scripts (encode_keep), the token
+# its report line starts with. First, while a script of the hand-out lives, settle: until two scans
+# 10 ms apart find none of them running, no child of theirs that was not handed out (the `mv` after
+# the dialog) and no handed-out child of theirs running (the dialog handling the last key), at most
+# SETTLE_S. Then every process of a non-root uid not kept is frozen (SIGSTOP, until none runs: a
+# fork bomb stops growing), then killed. No json here (its import of re is a third of the seal's
+# cost): the report is `token stopped left display free-KiB settle-ms kept-names-hex,...`. The free
+# room (what an unprivileged writer may still use on /, /tmp and the user's home, as `df` says it)
+# rides along so that an unsolved reward's check of the machine (DockerFork.check_machine) costs no
+# exec of its own.
 FREE_PATHS = ("/", "/tmp", guest.HOME)
-SEAL = _PROCS + f"FREE_PATHS = {FREE_PATHS!r}\n" + r"""
+SETTLE_S = 1.0
+SEAL = _PROCS + f"FREE_PATHS = {FREE_PATHS!r}\nSETTLE_S = {SETTLE_S!r}\n" + r"""
 def ident(field):
     pid, start, name, crc = field.split('/')
     return (int(pid), int(start), bytes.fromhex(name).decode('utf-8', 'replace'), crc)
-keep, token, places = {ident(f) for f in sys.argv[1].split(',') if f}, sys.argv[2], sys.argv[3:]
+def idents(arg):
+    return {ident(f) for f in arg.split(',') if f}
+keep, scripts, token, places = idents(sys.argv[1]), idents(sys.argv[2]), sys.argv[3], sys.argv[4:]
+def settling():
+    now = procs()
+    live = {pid for pid, p in now.items() if tuple(p[0]) in scripts}
+    if not live:
+        return None
+    return any((pid in live and state in 'RD') or
+               (parent in live and (tuple(i) not in keep or state in 'RD'))
+               for pid, (i, state, name, parent, tty) in now.items())
+t0, quiet = time.monotonic(), 0
+while scripts and quiet < 2 and time.monotonic() - t0 < SETTLE_S:
+    busy = settling()
+    if busy is None:
+        break
+    quiet = 0 if busy else quiet + 1
+    if quiet < 2:
+        time.sleep(0.01)
+settle_ms = int((time.monotonic() - t0) * 1000)
 def scan():
     targets, kept = {}, []
-    for pid, (ident, state, name) in procs().items():
+    for pid, (ident, state, name, parent, tty) in procs().items():
         if tuple(ident) in keep:
             kept.append(name)
         else:
@@ -197,7 +229,7 @@ try:
     free = min(v.f_bavail * v.f_frsize // 1024 for v in map(os.statvfs, FREE_PATHS))
 except OSError:
     free = -1
-print(token, len(frozen), len(left), int(os.path.exists('/tmp/.X11-unix/X0')), free,
+print(token, len(frozen), len(left), int(os.path.exists('/tmp/.X11-unix/X0')), free, settle_ms,
       ','.join(sorted({k.encode().hex() for k in kept})), flush=True)
 sys.exit(3 if left else 0)
 """
@@ -212,6 +244,7 @@ class Seal:
     kept: tuple[str, ...]
     display: bool
     free_kib: int | None = None  # the least free room on FREE_PATHS at the seal; None: not known
+    settle_ms: int = 0  # how long the hand-out's scripts were let finish before the seal
 
     def describe(self) -> str:
         return f"stopped {self.stopped} process(es); kept {', '.join(self.kept) or 'none'}"
@@ -221,7 +254,7 @@ SEAL_FAILED = 97  # the exec's status when the seal failed: nothing of the rewar
 
 
 def encode_keep(keep: frozenset[Identity]) -> str:
-    """The hand-out's identities as SEAL reads them from its argv."""
+    """Identities of the hand-out as SEAL reads them from its argv."""
     return ",".join(f"{pid}/{start}/{name.encode().hex()}/{crc}" for pid, start, name, crc in sorted(keep))
 
 
@@ -238,11 +271,11 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
         fields = text[at + len(token) + 1:end].split(" ")
         text = text[:at] + text[end + 1:]
     try:
-        stopped, left, display, free = (int(x) for x in fields[:4]) if fields else (-1, 0, 0, -1)
-        kept = tuple(bytes.fromhex(h).decode("utf-8", "replace") for h in (fields[4].split(",") if fields and
-                                                                             len(fields) > 4 and fields[4] else []))
+        stopped, left, display, free, settle = (int(x) for x in fields[:5]) if fields else (-1, 0, 0, -1, 0)
+        kept = tuple(bytes.fromhex(h).decode("utf-8", "replace") for h in (fields[5].split(",") if fields and
+                                                                             len(fields) > 5 and fields[5] else []))
     except ValueError:
-        fields, stopped, left, display, free, kept = None, -1, 0, 0, -1, ()
+        fields, stopped, left, display, free, settle, kept = None, -1, 0, 0, -1, 0, ()
     if left:
         raise InfraError(f"{left} of the policy's processes outlived the kill before the reward")
     if fields is None and res.exit_code == SEAL_FAILED:
@@ -250,7 +283,7 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
         if "no space left on device" in why.lower():  # placing the reward's files on a full disk
             raise DiskFull(f"placing the reward's files failed: {why}")
         raise InfraError(f"stopping the policy's processes before the reward failed: {why}")
-    sealed = Seal(stopped, kept, bool(display), free if free >= 0 else None)
+    sealed = Seal(stopped, kept, bool(display), free if free >= 0 else None, settle)
     return sealed, ExecResult(res.exit_code, text, res.timed_out, res.duration_s, res.truncated, res.oom_kills,
                               res.pids_limit_hits)
 
@@ -258,16 +291,26 @@ def _seal_from(res: ExecResult, token: str) -> tuple[Seal, ExecResult]:
 Identity = tuple[int, int, str, str]  # pid, start time (clock ticks), name (comm), command line's length:crc32
 
 
-def handed_out(box: Container, quiet_s: float = 0.0) -> frozenset[Identity]:
-    """The processes shinken started in the computer before handing it out (HANDOUT): what the
-    seal keeps. Interpreters are left out (a terminal's shell is the policy's to drive). `quiet_s`:
-    first wait (at most HANDOUT_BOUND_S) until no process came or went for that long."""
+@dataclass(frozen=True)
+class HandOut:
+    """The processes shinken started in a computer before handing it out: `keep`, what the seal
+    keeps (never an interpreter: a terminal's shell is the policy's to drive); `scripts`, the
+    interpreters no terminal drives (a task's setup script), let finish before the seal."""
+
+    keep: frozenset[Identity] = frozenset()
+    scripts: frozenset[Identity] = frozenset()
+
+
+def handed_out(box: Container, quiet_s: float = 0.0) -> HandOut:
+    """What shinken started in the computer before handing it out (HANDOUT). `quiet_s`: first
+    wait (at most HANDOUT_BOUND_S) until no process came or went for that long."""
     res = box.exec(["python3", "-I", "-S", "-c", HANDOUT, str(quiet_s), str(HANDOUT_BOUND_S)],
                    timeout=HANDOUT_BOUND_S + 30, user="root")
     try:
         doc = json.loads(res.output.strip().splitlines()[-1])
-        return frozenset((int(p), int(t), str(e), str(h)) for p, t, e, h in doc)
-    except (IndexError, ValueError, TypeError):
+        keep, scripts = (frozenset((int(p), int(t), str(e), str(h)) for p, t, e, h in doc[k]) for k in ("keep", "scripts"))
+        return HandOut(keep, scripts)
+    except (IndexError, ValueError, TypeError, KeyError):
         raise InfraError(f"recording the computer's processes at hand-out failed: {res.output.strip()[-200:]}") from None
 
 
@@ -369,13 +412,13 @@ def _seal_then(n: int) -> str:
             f'cd {HOME} || exit {SEAL_FAILED}; exec "$@"')
 
 
-def run(box: Container, keep: frozenset[Identity], env: dict[str, str], timeout: float,
+def run(box: Container, handout: HandOut, env: dict[str, str], timeout: float,
         places: list[str] | None = None) -> tuple[Seal, ExecResult]:
-    """Seal the computer (every non-root process not in `keep` stopped), write `places`
+    """Let the hand-out's scripts settle, seal the computer (every non-root process not kept stopped), write `places`
     (`placements`: the reward's files, when `place` did not put them) and run reward.py as the
     verifier through the runner, in one exec; the runner's output is the result."""
     token = "__shinken_seal_" + secrets.token_hex(8)
-    mine = (encode_keep(keep), token, *(places or ()))
+    mine = (encode_keep(handout.keep), encode_keep(handout.scripts), token, *(places or ()))
     prefix = ("/bin/sh", "-c", _seal_then(len(mine)), "shinken-seal", SEAL, *mine, *VERIFY_AS)
     argv = ["python3", "-I", "-B", f"{guest.REWARD_DIR}/{RUNNER}", f"{guest.REWARD_DIR}/{REWARD}"]
     res = box.exec(argv, timeout=timeout, user="root", env=env, workdir="/", kill_user_on_failure=True,

@@ -15,7 +15,7 @@ import pytest
 from shinken.bundles.loader import load_bundle
 from shinken.integrity.audit import BROKEN, FORGED, HELD, SCORED, run_battery
 from shinken.integrity.battery import ATTACKS
-from shinken.sandbox import guest
+from shinken.sandbox import guest, verifier
 from shinken.sandbox.docker_provider import DockerProvider
 
 pytestmark = pytest.mark.docker
@@ -96,8 +96,10 @@ def test_the_policy_stops_before_verify_and_the_task_app_stays_readable(linux_im
     with DockerProvider(docker_client, run_id="test-integrity-" + uuid.uuid4().hex[:8]) as p:
         golden = p.ensure_golden(bundle, p.resolve_image(linux_image))
         with p.fork(golden) as fork:
-            assert {name for _, _, name, _ in fork.kept} >= {"Xvfb", "zenity"}
-            assert not {name for _, _, name, _ in fork.kept} & {"bash", "sh"}  # the policy's to drive
+            assert {name for _, _, name, _ in fork.handout.keep} >= {"Xvfb", "zenity"}
+            assert not {name for _, _, name, _ in fork.handout.keep} & {"bash", "sh"}  # the policy's to drive
+            # ask_name.sh, started by the task with no terminal: let finish at verify, never kept
+            assert {name for _, _, name, _ in fork.handout.scripts} == {"bash"}
             deadline = time.monotonic() + 60  # the dialog up and on the accessibility bus (slow at load)
             while time.monotonic() < deadline and not (
                     fork.exec("xdotool search --name '^Shinken$'").ok
@@ -116,3 +118,50 @@ def test_the_policy_stops_before_verify_and_the_task_app_stays_readable(linux_im
             assert zenity.ok, "the task's app was stopped"
             who = fork.exec(["ps", "-o", "user=", "-C", "zenity"], user="root").output.split()
             assert who == [guest.USER]
+
+
+# The task's script waits on its app (a `sleep 600` here), then takes 0.3 s to write the answer, as
+# zenity-entry's moves the dialog's answer in place; then it never settles (a child every 50 ms).
+FINISHING_SCRIPT = """#!/bin/bash
+rm -f /home/user/answer.txt
+sleep 600
+sleep 0.3; echo 'Ada Lovelace' > /home/user/answer.txt
+while true; do sleep 0.05; done
+"""
+
+
+def test_the_tasks_own_script_finishes_what_the_last_action_set_off_before_the_seal(linux_image, tmp_path,
+                                                                                    docker_client) -> None:
+    # The policy's last action ends the app the script waits on; verify comes at once. The seal
+    # once killed the script mid-way (interpreters are never kept) and the answer never came: 0.0.
+    folder = tmp_path / "finishing"
+    folder.mkdir()
+    (folder / "reward.py").write_bytes((DEMO / "zenity-entry" / "reward.py").read_bytes())
+    (folder / "finish.sh").write_text(FINISHING_SCRIPT)
+    (folder / "config.json").write_text(json.dumps({
+        "id": "finishing-" + uuid.uuid4().hex[:8], "instruction": "End the waiting app.", "app_type": "os",
+        "shinken_state_fidelity": "filesystem",
+        "config": [{"type": "download", "parameters": {"files": [{"url": "./finish.sh", "path": "/home/user/finish.sh"}]}}],
+        "shinken_post_fork": [{"type": "launch", "parameters": {"command": ["bash", "/home/user/finish.sh"]}},
+                              {"type": "sleep", "parameters": {"seconds": 0.5}}],
+        "evaluator": {"type": "python", "url": "./reward.py"}}))
+    bundle = load_bundle(folder)
+    with DockerProvider(docker_client, run_id="test-integrity-" + uuid.uuid4().hex[:8]) as p:
+        golden = p.ensure_golden(bundle, p.resolve_image(linux_image))
+        with p.fork(golden) as fork:
+            assert "sleep" in {name for _, _, name, _ in fork.handout.keep}
+            assert {name for _, _, name, _ in fork.handout.scripts} == {"bash"}
+            armed = fork.exec("nohup setsid bash -c 'exec -a policy-sleeper sleep 600' >/dev/null 2>&1 & "
+                              "sleep 0.2; pkill -x -u user -f 'sleep 600' ; true")
+            assert armed.ok, armed.output
+            t0 = time.monotonic()
+            res = fork.run_reward(bundle)
+            took = time.monotonic() - t0
+            assert res.reward == 1.0, res.output_tail
+            seal = fork.seal
+            assert seal is not None
+            # the 0.3 s of in-flight work waited for; the loop after it held the seal at most SETTLE_S
+            assert 100 <= seal.settle_ms <= 1000 * verifier.SETTLE_S + 300 and seal.stopped >= 1, seal
+            assert took < verifier.SETTLE_S + 10, took
+            left = fork.exec(["pgrep", "-u", "user", "-f", "finish.sh|policy-sleeper"], user="root")
+            assert not left.ok, left.output  # the script and the policy's process are gone after the seal
