@@ -97,14 +97,19 @@ quiet, bound = float(sys.argv[1]), float(sys.argv[2])
 seen, since, end = None, time.monotonic(), time.monotonic() + bound
 while True:
     now = procs()
-    ids = {tuple(p[0][:2]) for p in now.values()}
+    ids = {tuple(ident[:2]) for ident, *_ in now.values()}
     if ids != seen:
         seen, since = ids, time.monotonic()
     if time.monotonic() - since >= quiet or time.monotonic() >= end:
         break
     time.sleep(0.1)
-print(json.dumps({'keep': [p[0] for p in now.values() if not INTERPRETER.fullmatch(p[2])],
-                  'scripts': [p[0] for p in now.values() if INTERPRETER.fullmatch(p[2]) and p[4] == 0]}))
+out = {'keep': [], 'scripts': []}
+for ident, state, name, parent, tty in now.values():
+    if not INTERPRETER.fullmatch(name):
+        out['keep'].append(ident)
+    elif tty == 0:
+        out['scripts'].append(ident)
+print(json.dumps(out))
 """
 HANDOUT_BOUND_S = 15.0
 
