@@ -16,8 +16,12 @@ DESKTOP_TASK_ID = "shinken-canary-desktop"  # the same, with a terminal the setu
 TERMINAL_TITLE = "canary-terminal"
 ANSWER = "/home/user/canary.txt"
 SOLVED_TEXT = "canary solved"
-# What a solution runs (as the task's user, like the policy's computer_exec).
-SOLVE = f"printf '{SOLVED_TEXT}' > {ANSWER}"
+# What a solution runs (as the task's user, like the policy's computer_exec). The answer goes out on
+# a descriptor of its own, never stdout or stderr: the proc-fd-writer attack truncates whatever a
+# process's fd 1 and 2 point at, so a shell redirect's answer could be clobbered by the policy's own
+# writer before verify (a broken solved run that says nothing of the verifier). -I -S: no start-up
+# hook an attack planted runs.
+SOLVE = f"python3 -I -S -c \"open('{ANSWER}', 'w').write('{SOLVED_TEXT}')\""
 
 REWARD = f'''import os
 import subprocess

@@ -6,6 +6,7 @@ verify while the task's app keeps running and a reward can still read it live.""
 from __future__ import annotations
 
 import json
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from shinken.bundles.loader import load_bundle
+from shinken.integrity import canary
 from shinken.integrity.audit import BROKEN, FORGED, HELD, SCORED, run_battery
 from shinken.integrity.battery import ATTACKS
 from shinken.sandbox import guest, verifier
@@ -31,6 +33,29 @@ def test_the_battery_forges_nothing_and_solutions_still_score(linux_image) -> No
     assert [o.verdict for o in outcomes if o.solved] == [SCORED] * len(ATTACKS), table
     assert FORGED not in table and BROKEN not in table
 
+
+
+def test_the_canary_solution_is_no_victim_of_the_proc_fd_writer(linux_image, docker_client) -> None:
+    """The battery's solved runs must fail only through the verifier. The proc-fd-writer attack
+    truncates whatever fd 1 and 2 of the user's processes point at; a solution written by a shell
+    redirect is such a target (the control: some of its answers are clobbered), the canary's is not."""
+    writer = next(a for a in ATTACKS if a.name == "proc-fd-writer").script
+    check = f"cmp -s {canary.ANSWER} /tmp/ref || bad=$((bad+1))"
+    script = (f"printf '{canary.SOLVED_TEXT}' > /tmp/ref\n{writer}sleep 0.3\n"
+              f"bad=0; for i in $(seq 300); do bash -c \"printf '{canary.SOLVED_TEXT}' > {canary.ANSWER}\"; {check}; done\n"
+              "echo redirect=$bad >&2\n"
+              f"bad=0; for i in $(seq 150); do bash -lc {shlex.quote(canary.SOLVE)}; {check}; done\n"
+              "echo solve=$bad >&2\n")
+    box = docker_client.containers.run(linux_image, ["bash", "-c", script], user="user", detach=True,
+                                       network_mode="none")
+    try:
+        assert box.wait(timeout=240)["StatusCode"] == 0
+        counts = dict(ln.split("=") for ln in box.logs(stdout=False, stderr=True).decode().split()
+                      if ln.startswith(("redirect=", "solve=")))
+    finally:
+        box.remove(force=True)
+    assert int(counts["redirect"]) > 0, counts  # the writer does hit a redirect's answer
+    assert int(counts["solve"]) == 0, counts
 
 @pytest.fixture(scope="module")
 def weak_image(linux_image, shinken_cli, tmp_path_factory) -> str:
