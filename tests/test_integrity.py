@@ -18,7 +18,9 @@ from shinken.integrity import canary
 from shinken.integrity.audit import BROKEN, FORGED, HELD, SCORED, run_battery
 from shinken.integrity.battery import ATTACKS
 from shinken.sandbox import guest, verifier
+from shinken.sandbox.docker_client import run_container
 from shinken.sandbox.docker_provider import DockerProvider
+from shinken.sandbox.ownership import labels_for
 
 pytestmark = pytest.mark.docker
 
@@ -46,8 +48,8 @@ def test_the_canary_solution_is_no_victim_of_the_proc_fd_writer(linux_image, doc
               "echo redirect=$bad >&2\n"
               f"bad=0; for i in $(seq 150); do bash -lc {shlex.quote(canary.SOLVE)}; {check}; done\n"
               "echo solve=$bad >&2\n")
-    box = docker_client.containers.run(linux_image, ["bash", "-c", script], user="user", detach=True,
-                                       network_mode="none")
+    box = run_container(docker_client, linux_image, ["bash", "-c", script], user="user", detach=True,
+                        network_mode="none", labels=labels_for("build", task="canary-solution"))
     try:
         assert box.wait(timeout=240)["StatusCode"] == 0
         counts = dict(ln.split("=") for ln in box.logs(stdout=False, stderr=True).decode().split()
