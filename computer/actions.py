@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from shinken import pyast
 from shinken.computer import screen, tools
 from shinken.computer.profiles import Profile
 from shinken.computer.screen import Screenshot, ScreenshotError
@@ -257,7 +258,7 @@ def check_program(code: str) -> None:
     """A --no-exec pyautogui program may only call pyautogui's mouse and keyboard functions and
     time.sleep with plain values: no import but pyautogui/time, no other attribute, no def."""
     try:
-        tree = ast.parse(code, mode="exec")
+        tree = pyast.parse(code)
     except SyntaxError as exc:
         raise ToolArgError(f"the program is not valid Python: {exc.msg} (line {exc.lineno})") from None
     assigned: set[str] = set()

@@ -12,6 +12,7 @@ import sys
 import tokenize
 from dataclasses import dataclass, field
 
+from shinken import pyast
 from shinken.needs.reward import CANONICAL_WORD, SOURCE_MARKER, SOURCE_MARKER_ANY_CASE, SOURCE_TOTAL_SCORE
 from shinken.needs import pyflow
 
@@ -248,13 +249,13 @@ def parse(src: bytes, py: tuple[int, int]) -> tuple[ast.Module | None, str | Non
     """(tree, problem, detail). Grammar of the image's Python where the host can tell."""
     try:
         if py < HOST_PY:
-            return ast.parse(src, feature_version=py), None, ""
-        return ast.parse(src), None, ""
+            return pyast.parse(src, feature_version=py), None, ""
+        return pyast.parse(src), None, ""
     except SyntaxError as exc:
         detail = f"line {exc.lineno}: {exc.msg}"
         if py < HOST_PY:
             try:
-                tree = ast.parse(src)
+                tree = pyast.parse(src)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return None, "error", detail
             return tree, "newer", f"{detail} (needs Python > {py[0]}.{py[1]})"

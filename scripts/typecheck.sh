@@ -18,4 +18,4 @@ MYPYPATH="$repo/images/guest" "$repo/.venv/bin/python" -m mypy --config-file "$r
 exec "$repo/.venv/bin/python" -m mypy --config-file "$repo/pyproject.toml" --cache-dir "$repo/.venv/mypy-cache" \
   -p shinken.sandbox -p shinken.probes -p shinken.computer -p shinken.profiles -p shinken.report -p shinken.judge -p shinken.needs -p shinken.triage -p shinken.bundles \
   -p shinken.download -p shinken.publish -p shinken.images -p shinken.provider -p shinken.mockweb -p shinken.workspace \
-  -p shinken.fleet -p shinken.live -p shinken.integrity -m shinken.reclaim -m shinken.failure_kinds -m shinken.periodic "$@"
+  -p shinken.fleet -p shinken.live -p shinken.integrity -m shinken.reclaim -m shinken.failure_kinds -m shinken.periodic -m shinken.pyast "$@"

@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shinken import pyast
+
 TOP = "shinken"
 
 
@@ -43,7 +45,7 @@ def _imported_names(source: str, module: str, is_package: bool) -> tuple[str, ..
     the caller keeps whichever is a module). Keyed by the source text itself, so a process
     that makes several workspaces parses each unchanged module once (a changed one anew)."""
     out: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(pyast.parse(source)):
         if isinstance(node, ast.Import):
             out += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
