@@ -36,7 +36,6 @@ def test_the_battery_forges_nothing_and_solutions_still_score(linux_image) -> No
     assert FORGED not in table and BROKEN not in table
 
 
-
 def test_the_canary_solution_is_no_victim_of_the_proc_fd_writer(linux_image, docker_client) -> None:
     """The battery's solved runs must fail only through the verifier. The proc-fd-writer attack
     truncates whatever fd 1 and 2 of the user's processes point at; a solution written by a shell
@@ -58,6 +57,7 @@ def test_the_canary_solution_is_no_victim_of_the_proc_fd_writer(linux_image, doc
         box.remove(force=True)
     assert int(counts["redirect"]) > 0, counts  # the writer does hit a redirect's answer
     assert int(counts["solve"]) == 0, counts
+
 
 @pytest.fixture(scope="module")
 def weak_image(linux_image, shinken_cli, tmp_path_factory) -> str:
